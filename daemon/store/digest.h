@@ -1,0 +1,55 @@
+// daemon/store/digest.h
+//
+// SHA-256 (OpenSSL EVP) in the form the cache uses everywhere: lowercase hex.
+// Sha256 hashes a stream incrementally; the free functions hash whole inputs.
+// CopyAndHash moves bytes between descriptors while hashing them, so a publish
+// reads its source exactly once.
+//
+// Sha256 is thread-compatible; the functions are thread-safe.
+#ifndef NEFFD_DAEMON_STORE_DIGEST_H_
+#define NEFFD_DAEMON_STORE_DIGEST_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace neffd {
+
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
+  void Update(const void* data, size_t size);
+  // Lowercase hex; the object must not be used afterwards.
+  std::string HexDigest();
+
+ private:
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
+};
+
+std::string Sha256Hex(absl::string_view data);
+
+// True if `hex` is 64 lowercase hex digits.
+bool IsSha256Hex(absl::string_view hex);
+
+struct CopyResult {
+  uint64_t size = 0;
+  std::string sha256;
+};
+
+// Reads `in_fd` from its current offset to EOF, writing everything to
+// `out_fd` (skipped when out_fd < 0), and returns the size and digest of what
+// was read. Errors name `what` and the errno.
+absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
+                                       absl::string_view what);
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_STORE_DIGEST_H_

@@ -1,0 +1,70 @@
+// daemon/store/file_util.h
+//
+// Small POSIX helpers shared by the store, the lock table and the client's
+// fallback mode: errno → absl::Status mapping (ENOSPC/EDQUOT become
+// RESOURCE_EXHAUSTED so callers can tell "disk full" from a bug), an owned
+// file descriptor, and the atomic-write protocol (temp name with O_EXCL,
+// fsync, rename, fsync of the directory).
+//
+// All functions are thread-safe.
+#ifndef NEFFD_DAEMON_STORE_FILE_UTIL_H_
+#define NEFFD_DAEMON_STORE_FILE_UTIL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace neffd {
+
+// A status for `err` whose message is "{context}: {strerror}".
+absl::Status ErrnoStatus(int err, absl::string_view context);
+
+// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what);
+
+// mkdir -p with `mode` for the directories it creates.
+absl::Status MakeDirs(const std::string& path, int mode = 0755);
+
+// A name no other process or host will pick: ".{base}.tmp.{host}.{pid}.{rand}".
+std::string UniqueTempName(absl::string_view base, absl::string_view host);
+
+// Creates `dir/name` atomically with `data`: temp file (O_EXCL) in `dir`,
+// fsync, rename over `name`, fsync `dir`. Readers see the old file or the new
+// one, never a partial one.
+absl::Status WriteFileAtomically(const std::string& dir, absl::string_view name,
+                                 absl::string_view data,
+                                 absl::string_view host);
+
+absl::Status FsyncDir(const std::string& dir);
+
+// The whole content of a regular file (not following a final symlink).
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+                                          size_t max_bytes);
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_STORE_FILE_UTIL_H_

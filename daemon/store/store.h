@@ -1,0 +1,137 @@
+// daemon/store/store.h
+//
+// Store is one namespace's shared, content-addressed cache on a POSIX
+// directory that many hosts mount (FSx for Lustre in production). It owns the
+// on-disk layout (DESIGN.md §5), compatible with libneuronxla's cache:
+//
+//   {root}/neuronxcc-{version}/MODULE_{key}/
+//       model.neff | model.hlo.pb   the artifact (written first, by rename)
+//       model.done                  DoneRecord as JSON (written last, by
+//       rename) model.log                   a recorded compile failure
+//   {root}/quarantine/              damaged entries, each with a `reason` file
+//
+// Everything Find returns was verified (size, and sha256 once per file
+// identity); everything Publish writes appears atomically or not at all.
+// Damaged entries (size or digest mismatch, model.done without artifact) are
+// moved to quarantine and reported as NotFound. An artifact without model.done
+// is a publish in progress or an interrupted one: a miss, left alone.
+//
+// Thread-safe. Keys reach paths only through a validated EntryKey. No method
+// waits for another process: waiting is the LockTable's job.
+#ifndef NEFFD_DAEMON_STORE_STORE_H_
+#define NEFFD_DAEMON_STORE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/store/entry_id.h"
+#include "proto/neffd/v1/neffd.pb.h"
+
+namespace neffd {
+
+struct StoreOptions {
+  std::string root;
+  Namespace ns = Namespace::kNeff;
+  // Written into temp names and model.done so an operator can tell who wrote
+  // what on a shared filesystem.
+  std::string host_id;
+  // How long a recorded compile failure is served before a retry.
+  absl::Duration failed_ttl = absl::Hours(1);
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+// What identifies one version of a file: a change in any field means the
+// verified digest no longer applies.
+struct FileIdentity {
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  friend bool operator==(const FileIdentity& a, const FileIdentity& b) {
+    return a.inode == b.inode && a.size == b.size && a.mtime_ns == b.mtime_ns;
+  }
+};
+
+struct StoredEntry {
+  v1::Entry entry;
+  FileIdentity identity;  // of the artifact, as verified
+};
+
+struct Producer {
+  std::string host;
+  int64_t pid = 0;
+};
+
+struct PublishResult {
+  StoredEntry stored;
+  bool already_cached = false;
+};
+
+class Store {
+ public:
+  // Opens `options.root`, creating it if needed. Fails with a message naming
+  // the path if it is not a writable directory.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const StoreOptions& options);
+
+  const std::string& root() const { return options_.root; }
+  Namespace ns() const { return options_.ns; }
+  std::string EntryDir(const EntryKey& id) const;
+  std::string ArtifactPath(const EntryKey& id) const;
+
+  // The hit path: true if model.done exists and the artifact still has the
+  // identity that was verified. Two stats, no reads.
+  bool StillValid(const EntryKey& id, const FileIdentity& verified) const;
+
+  // Full check of the entry on disk (reads model.done, hashes the artifact).
+  // NotFound if there is no complete entry; damaged entries are quarantined
+  // first. Other errors are I/O failures.
+  absl::StatusOr<StoredEntry> Find(const EntryKey& id);
+
+  // Installs the content read from `fd` (from its current offset) under `id`
+  // after checking it against `size` and `sha256`. If a valid entry exists
+  // already, nothing is read and the result says already_cached.
+  // InvalidArgument on a size/digest mismatch (nothing is left behind);
+  // ResourceExhausted when the filesystem is full.
+  absl::StatusOr<PublishResult> PublishFromFd(
+      const EntryKey& id, int fd, uint64_t size, const std::string& sha256,
+      const Producer& producer, const std::map<std::string, std::string>& md);
+  absl::StatusOr<PublishResult> PublishBytes(
+      const EntryKey& id, absl::string_view bytes, const std::string& sha256,
+      const Producer& producer, const std::map<std::string, std::string>& md);
+
+  // Records a deterministic compile failure (model.log) for failed_ttl.
+  absl::Status RecordFailure(const EntryKey& id, absl::string_view log);
+  // The failure in force for `id`, if any.
+  std::optional<v1::Failure> FindFailure(const EntryKey& id) const;
+
+  // Moves the entry's directory to {root}/quarantine/ with a reason file and
+  // returns the new location.
+  absl::StatusOr<std::string> Quarantine(const EntryKey& id,
+                                         absl::string_view reason);
+
+ private:
+  explicit Store(StoreOptions options) : options_(std::move(options)) {}
+
+  absl::string_view ArtifactName() const;
+  // Common tail of both publish paths: `write` fills the temp file and
+  // returns what it wrote.
+  absl::StatusOr<PublishResult> Publish(
+      const EntryKey& id, uint64_t size, const std::string& sha256,
+      const Producer& producer, const std::map<std::string, std::string>& md,
+      const std::function<
+          absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write);
+
+  StoreOptions options_;
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_STORE_STORE_H_

@@ -1,0 +1,181 @@
+#include "daemon/store/store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/store/digest.h"
+#include "gtest/gtest.h"
+
+namespace neffd {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = FreshDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    StoreOptions options;
+    options.root = root_;
+    options.host_id = "hostA";
+    options.failed_ttl = absl::Seconds(60);
+    options.now = [this] { return now_; };
+    store_ = *Store::Open(options);
+  }
+
+  absl::StatusOr<PublishResult> Put(const EntryKey& id,
+                                    const std::string& bytes) {
+    return store_->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 7}, {});
+  }
+
+  std::string root_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  std::unique_ptr<Store> store_;
+  EntryKey id_ = *EntryKey::Parse("neff", "2.19.1", "abc123");
+};
+
+TEST(EntryKeyTest, RejectsEveryUnsafeTokenAndNamesTheField) {
+  struct Case {
+    std::string ns, version, key, field;
+  };
+  const std::string long_key(129, 'a');
+  for (const Case& c : std::vector<Case>{
+           {"neff", "1", "", "id.key"},
+           {"neff", "1", "a/b", "id.key"},
+           {"neff", "1", "..", "id.key"},
+           {"neff", "1", ".", "id.key"},
+           {"neff", "1", std::string("a\0b", 3), "id.key"},
+           {"neff", "1", long_key, "id.key"},
+           {"neff", "../x", "k", "id.compiler_version"},
+           {"neff", "", "k", "id.compiler_version"},
+           {"bogus", "1", "k", "id.namespace"},
+       }) {
+    absl::StatusOr<EntryKey> parsed = EntryKey::Parse(c.ns, c.version, c.key);
+    ASSERT_FALSE(parsed.ok()) << c.key;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StartsWith(parsed.status().message(), c.field))
+        << parsed.status();
+  }
+  EXPECT_TRUE(EntryKey::Parse("hlo", "2.0", std::string(128, 'f')).ok());
+  EXPECT_TRUE(EntryKey::Parse("neff", "1", "A-z_0.9+x").ok());
+}
+
+TEST_F(StoreTest, PublishWritesTheLibneuronxlaLayoutAndFindVerifiesIt) {
+  absl::StatusOr<PublishResult> put = Put(id_, "neff-bytes");
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_FALSE(put->already_cached);
+  const std::string dir = root_ + "/neuronxcc-2.19.1/MODULE_abc123";
+  EXPECT_EQ(ReadAll(dir + "/model.neff"), "neff-bytes");
+  EXPECT_NE(ReadAll(dir + "/model.done").find(Sha256Hex("neff-bytes")),
+            std::string::npos);
+  EXPECT_EQ(put->stored.entry.path(), dir + "/model.neff");
+
+  absl::StatusOr<StoredEntry> found = store_->Find(id_);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->entry.size(), 10u);
+  EXPECT_EQ(found->entry.producer_host(), "hostA");
+  EXPECT_TRUE(store_->StillValid(id_, found->identity));
+}
+
+TEST_F(StoreTest, SecondPublishOfAKeyKeepsTheFirstContent) {
+  ASSERT_TRUE(Put(id_, "first").ok());
+  absl::StatusOr<PublishResult> again = Put(id_, "second");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->already_cached);
+  EXPECT_EQ(ReadAll(store_->ArtifactPath(id_)), "first");
+}
+
+TEST_F(StoreTest, WrongDigestOrSizeLeavesNothingBehind) {
+  absl::StatusOr<PublishResult> bad = store_->PublishBytes(
+      id_, "content", Sha256Hex("other"), {"hostA", 1}, {});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "sha256:"));
+
+  int fd = open((root_ + "/staged").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_EQ(write(fd, "12345", 5), 5);
+  lseek(fd, 0, SEEK_SET);
+  absl::StatusOr<PublishResult> short_size =
+      store_->PublishFromFd(id_, fd, 4, Sha256Hex("12345"), {"hostA", 1}, {});
+  close(fd);
+  EXPECT_TRUE(absl::StartsWith(short_size.status().message(), "size:"));
+  EXPECT_TRUE(fs::is_empty(store_->EntryDir(id_)));
+  EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+}
+
+TEST_F(StoreTest, TruncatedArtifactIsQuarantinedAndReportedMissing) {
+  ASSERT_TRUE(Put(id_, "0123456789").ok());
+  StoredEntry before = *store_->Find(id_);
+  ASSERT_EQ(truncate(store_->ArtifactPath(id_).c_str(), 3), 0);
+  EXPECT_FALSE(store_->StillValid(id_, before.identity));
+  EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+  EXPECT_FALSE(fs::exists(store_->EntryDir(id_)));
+  ASSERT_EQ(std::distance(fs::directory_iterator(root_ + "/quarantine"),
+                          fs::directory_iterator()),
+            1);
+  // The next publisher recompiles into a fresh entry.
+  absl::StatusOr<PublishResult> again = Put(id_, "0123456789");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->already_cached);
+}
+
+TEST_F(StoreTest, FlippedByteIsDetectedBySha256) {
+  ASSERT_TRUE(Put(id_, "0123456789").ok());
+  std::fstream f(store_->ArtifactPath(id_),
+                 std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(4);
+  f.put('X');
+  f.close();
+  EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+}
+
+TEST_F(StoreTest, ArtifactWithoutDoneIsAMissAndLeftAlone) {
+  fs::create_directories(store_->EntryDir(id_));
+  std::ofstream(store_->ArtifactPath(id_)) << "in progress";
+  EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+  EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_)));
+}
+
+TEST_F(StoreTest, LegacyEmptyDoneMarkerIsServed) {
+  fs::create_directories(store_->EntryDir(id_));
+  std::ofstream(store_->ArtifactPath(id_)) << "legacy";
+  std::ofstream(store_->EntryDir(id_) + "/model.done");
+  absl::StatusOr<StoredEntry> found = store_->Find(id_);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->entry.sha256(), Sha256Hex("legacy"));
+}
+
+TEST_F(StoreTest, FailureIsServedUntilItsRetryAfter) {
+  ASSERT_TRUE(store_->RecordFailure(id_, "error: bad op").ok());
+  now_ = absl::Now();
+  std::optional<v1::Failure> failure = store_->FindFailure(id_);
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->log(), "error: bad op");
+  now_ += absl::Seconds(61);
+  EXPECT_FALSE(store_->FindFailure(id_).has_value());
+  now_ -= absl::Seconds(61);
+  ASSERT_TRUE(Put(id_, "fixed").ok());
+  EXPECT_FALSE(store_->FindFailure(id_).has_value());
+}
+
+}  // namespace
+}  // namespace neffd
