@@ -1,0 +1,71 @@
+// daemon/index/index.h
+//
+// Index is the daemon's RocksDB index over the shared store: for each entry it
+// remembers where the artifact is, what it hashed to, and which file identity
+// was verified on this host, so a hit costs one RocksDB read and two stats.
+// It is a cache of the store, never the truth: losing it loses no entry (the
+// store is probed on a miss), and it survives restarts without a rescan.
+//
+// Open() repairs nothing silently: a directory RocksDB cannot open is moved
+// aside to "{path}.corrupt.{time}" and a fresh index is created; the returned
+// `recovered_from` names it so the daemon can say so in one line.
+//
+// Thread-safe. Entry and byte totals are kept in the index itself, updated in
+// the same write batch as the entry, so they are right after a crash too.
+#ifndef NEFFD_DAEMON_INDEX_INDEX_H_
+#define NEFFD_DAEMON_INDEX_INDEX_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/store/entry_id.h"
+#include "proto/neffd/v1/neffd.pb.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace neffd {
+
+class Index {
+ public:
+  struct Totals {
+    uint64_t entries = 0;
+    uint64_t bytes = 0;
+  };
+
+  static absl::StatusOr<std::unique_ptr<Index>> Open(const std::string& path);
+  ~Index();
+
+  // Set when Open() had to move an unreadable index aside.
+  const std::string& recovered_from() const { return recovered_from_; }
+
+  // The record for `id`, or nullopt. Errors are RocksDB I/O failures.
+  absl::StatusOr<std::optional<v1::IndexRecord>> Get(const EntryKey& id) const;
+  absl::Status Put(const EntryKey& id, const v1::IndexRecord& record);
+  absl::Status Delete(const EntryKey& id);
+
+  Totals totals() const;
+
+  // Flushes memtables to disk (shutdown).
+  absl::Status Flush();
+
+ private:
+  Index(std::unique_ptr<rocksdb::DB> db, Totals totals, std::string recovered);
+
+  // Serialises writers so the totals stay exact.
+  mutable absl::Mutex write_mu_;
+  std::unique_ptr<rocksdb::DB> db_;
+  Totals totals_ ABSL_GUARDED_BY(write_mu_);
+  std::string recovered_from_;
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_INDEX_INDEX_H_
