@@ -1,0 +1,178 @@
+// daemon/locks/lock_table.h
+//
+// LockTable decides, for this host, who compiles each entry. At most one lease
+// per key is out at a time; while it is, the table also holds an exclusive
+// flock on {locks_dir}/{ns}/{version}/{key}.lock so that processes using the
+// same directory without the daemon (the client's fallback mode) exclude and
+// are excluded by it. A key whose lock file is held by such a process is
+// granted when the file is released.
+//
+// Waiters are parked as callbacks, never as threads: each parked request's
+// callback runs exactly once, outside the table's mutex, with one of
+//   kGranted   the waiter now holds a new lease (handed over on abandon,
+//              revocation or holder death);
+//   kReady     the holder published; the event carries the entry;
+//   kFailed    the holder recorded a compile failure; the event carries it;
+//   kTimedOut  the waiter's deadline passed;
+//   kShutdown  the daemon is stopping; retry later;
+// unless Cancel() removed it first. A lease is revoked when its holder misses
+// its TTL or, if Liveness can observe the holder, as soon as the holder's
+// process is gone. A lease pinned by BeginPublish is never revoked.
+//
+// Thread-safe. Tick() must be called periodically (the daemon does it every
+// 100 ms); timing granularity of expiry and timeouts is the tick interval.
+#ifndef NEFFD_DAEMON_LOCKS_LOCK_TABLE_H_
+#define NEFFD_DAEMON_LOCKS_LOCK_TABLE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/locks/liveness.h"
+#include "daemon/store/entry_id.h"
+#include "daemon/store/file_util.h"
+#include "proto/neffd/v1/neffd.pb.h"
+
+namespace neffd {
+
+enum class LockOutcome {
+  kGranted,
+  kBusy,
+  kReady,
+  kFailed,
+  kTimedOut,
+  kShutdown
+};
+
+struct LockEvent {
+  LockOutcome outcome = LockOutcome::kBusy;
+  std::string lease_id;  // kGranted
+  v1::Entry entry;       // kReady
+  v1::Failure failure;   // kFailed
+};
+
+using LockCallback = std::function<void(LockEvent)>;
+
+struct LockTableOptions {
+  std::string locks_dir;  // {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks
+  absl::Duration lease_ttl = absl::Seconds(30);
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+  Liveness* liveness = nullptr;  // not owned; null: TTL only
+};
+
+class LockTable {
+ public:
+  using WaiterId = uint64_t;
+
+  struct Counts {
+    uint64_t leases_held = 0;
+    uint64_t waiters = 0;
+    uint64_t grants = 0;
+    uint64_t waits = 0;
+    uint64_t timeouts = 0;
+    uint64_t revoked = 0;
+  };
+
+  explicit LockTable(LockTableOptions options);
+  ~LockTable();
+
+  // Grants at once if the key is free, else reports kBusy (wait=false) or
+  // parks `done` until `deadline`. `done` may run before Acquire returns.
+  // Returns the waiter's id for Cancel(), or 0 if `done` has already run.
+  WaiterId Acquire(const EntryKey& id, const HolderInfo& holder, bool wait,
+                   absl::Time deadline, LockCallback done);
+
+  // Removes a parked waiter. True if it was still parked (its callback will
+  // not run); false if its callback has run or is running.
+  bool Cancel(WaiterId waiter);
+
+  // Extends the lease by the TTL. FailedPrecondition if it is not held.
+  absl::Status KeepAlive(const std::string& lease_id);
+
+  // Checks that `lease_id` holds `id` and pins it against revocation until
+  // FinishPublish. FailedPrecondition (unknown, expired or revoked lease, or
+  // a lease for another key) otherwise.
+  absl::Status BeginPublish(const std::string& lease_id, const EntryKey& id);
+  // Ends a publish. With `entry`, the key is resolved: the lease ends and
+  // every waiter gets kReady. Without, the pin is dropped and the holder keeps
+  // its lease (it may retry the publish).
+  void FinishPublish(const std::string& lease_id, const v1::Entry* entry);
+
+  // Gives the lease back. Without `failure` (abandoned) the next waiter is
+  // granted; with it every waiter gets kFailed.
+  absl::Status Release(const std::string& lease_id, const EntryKey& id,
+                       const v1::Failure* failure);
+
+  // Revokes expired or dead holders, times out waiters, retries keys whose
+  // lock file another process holds.
+  void Tick();
+
+  // Answers every waiter kShutdown and refuses new requests the same way.
+  void Shutdown();
+
+  Counts counts() const;
+  absl::Duration lease_ttl() const { return options_.lease_ttl; }
+
+ private:
+  struct Waiter {
+    WaiterId id;
+    HolderInfo holder;
+    absl::Time deadline;
+    LockCallback done;
+  };
+  struct Lease {
+    std::string lease_id;
+    HolderInfo holder;
+    std::optional<uint64_t> liveness_token;
+    absl::Time expires;
+    bool publishing = false;
+    UniqueFd lock_file;
+  };
+  struct Slot {
+    explicit Slot(EntryKey k) : id(std::move(k)) {}
+    EntryKey id;
+    std::optional<Lease> lease;
+    std::deque<Waiter> waiters;
+  };
+  using Pending = std::vector<std::pair<LockCallback, LockEvent>>;
+
+  // Grants `slot` to `holder` if its lock file can be taken; fills lease_id.
+  bool TryGrant(Slot& slot, const HolderInfo& holder, std::string* lease_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a free slot to its first waiter that can take it.
+  void GrantNext(Slot& slot, Pending& pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the slot's lease and answers all its waiters with `event`.
+  void ResolveAll(Slot& slot, const LockEvent& event, Pending& pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLease(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropIfIdle(const std::string& canonical)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slot `lease_id` holds, checked against `id` if given.
+  absl::StatusOr<Slot*> FindLease(const std::string& lease_id,
+                                  const EntryKey* id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Run(Pending& pending);
+
+  const LockTableOptions options_;
+  mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  WaiterId next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<std::string, Slot> slots_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> lease_to_slot_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<WaiterId, std::string> waiter_to_slot_
+      ABSL_GUARDED_BY(mu_);
+  Counts counts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_LOCKS_LOCK_TABLE_H_

@@ -1,0 +1,218 @@
+#include "daemon/locks/lock_table.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace neffd {
+namespace {
+
+class FakeLiveness : public Liveness {
+ public:
+  std::optional<uint64_t> Observe(const HolderInfo& h) override {
+    return h.pid;
+  }
+  bool IsAlive(const HolderInfo& h, uint64_t) override {
+    return !dead.contains(h.pid);
+  }
+  absl::flat_hash_set<int64_t> dead;
+};
+
+class LockTableTest : public ::testing::Test {
+ protected:
+  LockTableTest() {
+    locks_dir_ = absl::StrCat(
+        getenv("TEST_TMPDIR"), "/locks_",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(locks_dir_);
+    LockTableOptions options;
+    options.locks_dir = locks_dir_;
+    options.lease_ttl = absl::Seconds(30);
+    options.now = [this] { return now_; };
+    options.liveness = &liveness_;
+    table_ = std::make_unique<LockTable>(options);
+  }
+
+  // Acquires and records the event the callback got (if it ran).
+  LockTable::WaiterId Acquire(int64_t pid, std::optional<LockEvent>* out,
+                              bool wait = true,
+                              absl::Duration timeout = absl::Seconds(100)) {
+    return table_->Acquire(id_, HolderInfo{"h", pid, 0}, wait, now_ + timeout,
+                           [out](LockEvent e) { *out = std::move(e); });
+  }
+
+  std::string locks_dir_;
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  FakeLiveness liveness_;
+  std::unique_ptr<LockTable> table_;
+  EntryKey id_ = *EntryKey::Parse("neff", "2.0", "k1");
+};
+
+TEST_F(LockTableTest, OneHolderAtATimeAndBusyWithoutWait) {
+  std::optional<LockEvent> a, b;
+  EXPECT_EQ(Acquire(1, &a), 0u);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->outcome, LockOutcome::kGranted);
+  EXPECT_EQ(a->lease_id.size(), 32u);
+  Acquire(2, &b, /*wait=*/false);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->outcome, LockOutcome::kBusy);
+  EXPECT_EQ(table_->counts().leases_held, 1u);
+}
+
+TEST_F(LockTableTest, PublishAnswersEveryWaiterReady) {
+  std::optional<LockEvent> holder, w1, w2;
+  Acquire(1, &holder);
+  EXPECT_NE(Acquire(2, &w1), 0u);
+  EXPECT_NE(Acquire(3, &w2), 0u);
+  EXPECT_FALSE(w1.has_value());
+  EXPECT_EQ(table_->counts().waiters, 2u);
+  ASSERT_TRUE(table_->BeginPublish(holder->lease_id, id_).ok());
+  v1::Entry entry;
+  entry.set_path("/cache/model.neff");
+  table_->FinishPublish(holder->lease_id, &entry);
+  for (auto* w : {&w1, &w2}) {
+    ASSERT_TRUE(w->has_value());
+    EXPECT_EQ((*w)->outcome, LockOutcome::kReady);
+    EXPECT_EQ((*w)->entry.path(), "/cache/model.neff");
+  }
+  EXPECT_EQ(table_->counts().leases_held, 0u);
+  EXPECT_EQ(table_->counts().waiters, 0u);
+  // The published lease is gone.
+  EXPECT_EQ(table_->KeepAlive(holder->lease_id).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(LockTableTest, AbandonHandsTheLockToTheNextWaiterInOrder) {
+  std::optional<LockEvent> holder, w1, w2;
+  Acquire(1, &holder);
+  Acquire(2, &w1);
+  Acquire(3, &w2);
+  ASSERT_TRUE(table_->Release(holder->lease_id, id_, nullptr).ok());
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
+  EXPECT_FALSE(w2.has_value());
+  ASSERT_TRUE(table_->Release(w1->lease_id, id_, nullptr).ok());
+  ASSERT_TRUE(w2.has_value());
+  EXPECT_EQ(w2->outcome, LockOutcome::kGranted);
+}
+
+TEST_F(LockTableTest, RecordedFailureReachesEveryWaiter) {
+  std::optional<LockEvent> holder, w1;
+  Acquire(1, &holder);
+  Acquire(2, &w1);
+  v1::Failure failure;
+  failure.set_log("error: unsupported op");
+  ASSERT_TRUE(table_->Release(holder->lease_id, id_, &failure).ok());
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kFailed);
+  EXPECT_EQ(w1->failure.log(), "error: unsupported op");
+}
+
+TEST_F(LockTableTest, SilentHolderLosesTheLeaseAfterTtlNotBefore) {
+  std::optional<LockEvent> holder, w1;
+  Acquire(1, &holder);
+  Acquire(2, &w1);
+  now_ += absl::Seconds(20);
+  ASSERT_TRUE(table_->KeepAlive(holder->lease_id).ok());
+  now_ += absl::Seconds(29);  // 49 s after grant, 29 s after the heartbeat
+  table_->Tick();
+  EXPECT_FALSE(w1.has_value());
+  now_ += absl::Seconds(1);
+  table_->Tick();
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
+  EXPECT_EQ(table_->counts().revoked, 1u);
+  EXPECT_FALSE(table_->BeginPublish(holder->lease_id, id_).ok());
+}
+
+TEST_F(LockTableTest, DeadHolderIsReplacedAtTheNextTick) {
+  std::optional<LockEvent> holder, w1;
+  Acquire(1, &holder);
+  Acquire(2, &w1);
+  table_->Tick();
+  EXPECT_FALSE(w1.has_value());
+  liveness_.dead.insert(1);
+  table_->Tick();
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
+}
+
+TEST_F(LockTableTest, PublishingLeaseIsNeverRevoked) {
+  std::optional<LockEvent> holder;
+  Acquire(1, &holder);
+  ASSERT_TRUE(table_->BeginPublish(holder->lease_id, id_).ok());
+  now_ += absl::Hours(1);
+  liveness_.dead.insert(1);
+  table_->Tick();
+  EXPECT_EQ(table_->counts().leases_held, 1u);
+  table_->FinishPublish(holder->lease_id, nullptr);  // publish failed
+  EXPECT_TRUE(table_->KeepAlive(holder->lease_id).ok());
+}
+
+TEST_F(LockTableTest, WaitersTimeOutAndCancelledWaitersAreNeverCalled) {
+  std::optional<LockEvent> holder, w1, w2;
+  Acquire(1, &holder);
+  Acquire(2, &w1, true, absl::Seconds(5));
+  LockTable::WaiterId w2_id = Acquire(3, &w2, true, absl::Seconds(50));
+  EXPECT_TRUE(table_->Cancel(w2_id));
+  EXPECT_FALSE(table_->Cancel(w2_id));
+  now_ += absl::Seconds(5);
+  table_->Tick();
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kTimedOut);
+  ASSERT_TRUE(table_->Release(holder->lease_id, id_, nullptr).ok());
+  EXPECT_FALSE(w2.has_value());
+}
+
+TEST_F(LockTableTest, WrongKeyOrUnknownLeaseIsRefused) {
+  std::optional<LockEvent> holder;
+  Acquire(1, &holder);
+  EntryKey other = *EntryKey::Parse("neff", "2.0", "k2");
+  absl::Status s = table_->BeginPublish(holder->lease_id, other);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.message(), "neff/2.0/k1"));
+  EXPECT_EQ(table_->Release("nope", id_, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(LockTableTest, LockFileExcludesAProcessWithoutTheDaemon) {
+  std::optional<LockEvent> holder, w1;
+  Acquire(1, &holder);
+  const std::string path = locks_dir_ + "/neff/2.0/k1.lock";
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  EXPECT_NE(flock(fd, LOCK_EX | LOCK_NB), 0);  // the daemon holds it
+  ASSERT_TRUE(table_->Release(holder->lease_id, id_, nullptr).ok());
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);  // now a fallback client does
+  Acquire(2, &w1);
+  EXPECT_FALSE(w1.has_value());  // parked until the file is released
+  table_->Tick();
+  EXPECT_FALSE(w1.has_value());
+  close(fd);
+  table_->Tick();
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
+}
+
+TEST_F(LockTableTest, ShutdownAnswersWaitersAndRefusesNewOnes) {
+  std::optional<LockEvent> holder, w1, late;
+  Acquire(1, &holder);
+  Acquire(2, &w1);
+  table_->Shutdown();
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kShutdown);
+  Acquire(3, &late);
+  EXPECT_EQ(late->outcome, LockOutcome::kShutdown);
+}
+
+}  // namespace
+}  // namespace neffd
