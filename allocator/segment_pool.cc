@@ -1,0 +1,388 @@
+#include "allocator/segment_pool.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+
+namespace neffd::allocator {
+namespace {
+
+// A contiguous piece of one segment. The blocks of a segment form a list in
+// address order (prev/next); a block with neither neighbour is a whole
+// segment.
+struct Block {
+  uintptr_t addr;
+  size_t size;
+  size_t requested;  // while allocated
+  Block* prev;
+  Block* next;
+  PoolKind pool;
+  bool allocated;
+
+  bool IsSplit() const { return prev != nullptr || next != nullptr; }
+};
+
+// Key of a free block: best fit is the first key not below (size, 0).
+struct FreeKey {
+  size_t size;
+  uintptr_t addr;
+  Block* block;
+};
+struct FreeKeyLess {
+  bool operator()(const FreeKey& a, const FreeKey& b) const {
+    return a.size != b.size ? a.size < b.size : a.addr < b.addr;
+  }
+};
+using FreeSet = absl::btree_set<FreeKey, FreeKeyLess>;
+
+// Recycles Block objects so splitting and coalescing do not call malloc.
+class BlockArena {
+ public:
+  Block* New() {
+    if (free_ != nullptr) {
+      Block* b = free_;
+      free_ = b->next;
+      return b;
+    }
+    if (chunks_.empty() || used_ == kChunk) {
+      chunks_.push_back(std::make_unique<Block[]>(kChunk));
+      used_ = 0;
+    }
+    return &chunks_.back()[used_++];
+  }
+  void Delete(Block* b) {
+    b->next = free_;
+    free_ = b;
+  }
+
+ private:
+  static constexpr size_t kChunk = 256;
+  std::vector<std::unique_ptr<Block[]>> chunks_;
+  size_t used_ = 0;
+  Block* free_ = nullptr;
+};
+
+std::string FormatFreeBytes(size_t free_bytes) {
+  if (free_bytes == SegmentProvider::kUnknownFreeBytes) return "unknown";
+  return absl::StrFormat("%d", free_bytes);
+}
+
+}  // namespace
+
+class NeuronSegmentPool::Impl {
+ public:
+  Impl(const SegmentAllocatorConfig& config, SegmentProvider* provider)
+      : config_(config),
+        divisions_(EffectiveRoundupDivisions(config)),
+        provider_(provider) {}
+
+  ~Impl() {
+    absl::MutexLock lock(&mu_);
+    std::vector<Block*> heads;
+    for (const FreeSet& set : free_) {
+      for (const FreeKey& key : set) {
+        if (key.block->prev == nullptr) heads.push_back(key.block);
+      }
+    }
+    for (const auto& [addr, block] : live_) {
+      if (block->prev == nullptr) heads.push_back(block);
+    }
+    for (Block* head : heads) {
+      size_t bytes = 0;
+      for (Block* b = head; b != nullptr; b = b->next) bytes += b->size;
+      ReturnToProvider(reinterpret_cast<void*>(head->addr), bytes);
+    }
+  }
+
+  const SegmentAllocatorConfig& config() const { return config_; }
+
+  absl::StatusOr<Allocation> Allocate(size_t bytes) {
+    if (bytes == 0) return Allocation();
+    Placement p;
+    absl::MutexLock lock(&mu_);
+    if (!PlaceRequestFast(config_, divisions_, bytes, &p)) {
+      ++stats_.num_ooms;
+      return OutOfMemory(bytes, bytes);
+    }
+    Block* block = TakeFreeBlock(p.pool, p.rounded);
+    if (block == nullptr) {
+      absl::StatusOr<Block*> fresh = NewSegment(p);
+      if (!fresh.ok()) return fresh.status();
+      block = *fresh;
+    }
+    MaybeSplit(block, p.rounded);
+    block->allocated = true;
+    block->requested = bytes;
+    live_.emplace(block->addr, block);
+    const int64_t size = static_cast<int64_t>(block->size);
+    stats_.allocation.Increase(p.pool, 1);
+    stats_.allocated_bytes.Increase(p.pool, size);
+    stats_.active.Increase(p.pool, 1);
+    stats_.active_bytes.Increase(p.pool, size);
+    stats_.requested_bytes.Increase(p.pool, static_cast<int64_t>(bytes));
+    return Allocation{reinterpret_cast<void*>(block->addr), block->size, bytes};
+  }
+
+  absl::Status Free(void* ptr) {
+    if (ptr == nullptr) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == live_.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "neffd allocator: Free(%p): not a live allocation of this pool "
+          "(double free, or a pointer from elsewhere)",
+          ptr));
+    }
+    Block* block = it->second;
+    live_.erase(it);
+    const PoolKind pool = block->pool;
+    const int64_t size = static_cast<int64_t>(block->size);
+    stats_.allocation.Decrease(pool, 1);
+    stats_.allocated_bytes.Decrease(pool, size);
+    stats_.active.Decrease(pool, 1);
+    stats_.active_bytes.Decrease(pool, size);
+    stats_.requested_bytes.Decrease(pool,
+                                    static_cast<int64_t>(block->requested));
+    block->allocated = false;
+    block->requested = 0;
+    Absorb(block, block->prev);
+    Absorb(block, block->next);
+    InsertFree(block);
+    return absl::OkStatus();
+  }
+
+  size_t EmptyCache() {
+    absl::MutexLock lock(&mu_);
+    return ReleaseCachedSegments();
+  }
+
+  MemoryStats GetStats() const {
+    absl::MutexLock lock(&mu_);
+    return stats_;
+  }
+
+  void ResetPeakStats() {
+    absl::MutexLock lock(&mu_);
+    for (StatArray* a :
+         {&stats_.allocation, &stats_.segment, &stats_.active,
+          &stats_.inactive_split, &stats_.allocated_bytes,
+          &stats_.reserved_bytes, &stats_.active_bytes,
+          &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+      a->ResetPeak();
+    }
+  }
+
+ private:
+  size_t SplitThreshold(PoolKind pool) const {
+    return pool == PoolKind::kSmall ? config_.small_split_threshold
+                                    : config_.large_split_threshold;
+  }
+
+  // Best fit for `rounded` in `pool`, removed from the free set; nullptr if
+  // no cached block may serve it.
+  Block* TakeFreeBlock(PoolKind pool, size_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    FreeSet& set = free_[static_cast<int>(pool)];
+    auto it = set.lower_bound(FreeKey{rounded, 0, nullptr});
+    if (it == set.end()) return nullptr;
+    Block* block = it->block;
+    // Larger blocks are larger still, so if the best fit is a non-splittable
+    // block that wastes too much, so is every other candidate.
+    if (block->size > config_.max_split_size_bytes &&
+        block->size - rounded > config_.max_non_split_rounding_bytes) {
+      return nullptr;
+    }
+    set.erase(it);
+    if (block->IsSplit()) {
+      stats_.inactive_split.Decrease(pool, 1);
+      stats_.inactive_split_bytes.Decrease(pool,
+                                           static_cast<int64_t>(block->size));
+    }
+    return block;
+  }
+
+  // Splits off the tail of `block` beyond `rounded` when the rules allow and
+  // caches it.
+  void MaybeSplit(Block* block, size_t rounded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t remaining = block->size - rounded;
+    if (remaining == 0 || remaining < SplitThreshold(block->pool) ||
+        block->size > config_.max_split_size_bytes) {
+      return;
+    }
+    Block* rest = arena_.New();
+    *rest = Block{block->addr + rounded, remaining,   0,    block,
+                  block->next,           block->pool, false};
+    if (block->next != nullptr) block->next->prev = rest;
+    block->next = rest;
+    block->size = rounded;
+    InsertFree(rest);
+  }
+
+  void InsertFree(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    free_[static_cast<int>(block->pool)].insert(
+        FreeKey{block->size, block->addr, block});
+    if (block->IsSplit()) {
+      stats_.inactive_split.Increase(block->pool, 1);
+      stats_.inactive_split_bytes.Increase(block->pool,
+                                           static_cast<int64_t>(block->size));
+    }
+  }
+
+  // Merges the free neighbour `src` (if it is free) into `dst`.
+  void Absorb(Block* dst, Block* src) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (src == nullptr || src->allocated) return;
+    free_[static_cast<int>(src->pool)].erase(
+        FreeKey{src->size, src->addr, src});
+    stats_.inactive_split.Decrease(src->pool, 1);
+    stats_.inactive_split_bytes.Decrease(src->pool,
+                                         static_cast<int64_t>(src->size));
+    if (src == dst->prev) {
+      dst->addr = src->addr;
+      dst->prev = src->prev;
+      if (dst->prev != nullptr) dst->prev->next = dst;
+    } else {
+      dst->next = src->next;
+      if (dst->next != nullptr) dst->next->prev = dst;
+    }
+    dst->size += src->size;
+    arena_.Delete(src);
+  }
+
+  // A whole new segment for `p` as one (not yet cached) block, flushing the
+  // cache and retrying once when the provider is out of memory.
+  absl::StatusOr<Block*> NewSegment(const Placement& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<void*> segment = provider_->AllocateSegment(p.segment_bytes);
+    if (!segment.ok() && absl::IsResourceExhausted(segment.status())) {
+      ReleaseCachedSegments();
+      ++stats_.num_alloc_retries;
+      segment = provider_->AllocateSegment(p.segment_bytes);
+    }
+    if (!segment.ok()) {
+      if (absl::IsResourceExhausted(segment.status())) {
+        ++stats_.num_ooms;
+        return OutOfMemory(p.requested, p.segment_bytes);
+      }
+      return absl::Status(
+          segment.status().code(),
+          absl::StrFormat("neffd allocator: the segment provider failed to "
+                          "allocate %d bytes: %s",
+                          p.segment_bytes, segment.status().message()));
+    }
+    ++stats_.num_device_alloc;
+    const int64_t bytes = static_cast<int64_t>(p.segment_bytes);
+    stats_.segment.Increase(p.pool, 1);
+    stats_.reserved_bytes.Increase(p.pool, bytes);
+    Block* block = arena_.New();
+    *block = Block{reinterpret_cast<uintptr_t>(*segment),
+                   p.segment_bytes,
+                   0,
+                   nullptr,
+                   nullptr,
+                   p.pool,
+                   false};
+    return block;
+  }
+
+  absl::Status OutOfMemory(size_t requested, size_t asked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "neffd allocator: out of device memory: requested %d bytes (a segment "
+        "of %d bytes), %d bytes allocated, %d bytes reserved, %s bytes free; "
+        "free tensors or tune TORCH_NEURONX_SEGMENT_ALLOCATOR_CONFIG to reduce "
+        "fragmentation",
+        requested, asked, stats_.allocated_bytes.all().current,
+        stats_.reserved_bytes.all().current,
+        FormatFreeBytes(provider_->FreeBytes())));
+  }
+
+  // Returns every wholly free cached segment; the bytes released.
+  size_t ReleaseCachedSegments() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t released = 0;
+    for (FreeSet& set : free_) {
+      for (auto it = set.begin(); it != set.end();) {
+        Block* block = it->block;
+        if (block->IsSplit()) {
+          ++it;
+          continue;
+        }
+        it = set.erase(it);
+        released += block->size;
+        ++stats_.num_device_free;
+        stats_.segment.Decrease(block->pool, 1);
+        stats_.reserved_bytes.Decrease(block->pool,
+                                       static_cast<int64_t>(block->size));
+        ReturnToProvider(reinterpret_cast<void*>(block->addr), block->size);
+        arena_.Delete(block);
+      }
+    }
+    return released;
+  }
+
+  void ReturnToProvider(void* segment, size_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Status status = provider_->FreeSegment(segment, bytes);
+    if (!status.ok()) {
+      std::fprintf(stderr, "neffd allocator: returning segment %p: %s\n",
+                   segment, std::string(status.message()).c_str());
+    }
+  }
+
+  const SegmentAllocatorConfig config_;
+  const size_t divisions_;
+  SegmentProvider* const provider_;
+  mutable absl::Mutex mu_;
+  FreeSet free_[2] ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uintptr_t, Block*> live_ ABSL_GUARDED_BY(mu_);
+  BlockArena arena_ ABSL_GUARDED_BY(mu_);
+  MemoryStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::unique_ptr<NeuronSegmentPool>> NeuronSegmentPool::Create(
+    const SegmentAllocatorConfig& config, SegmentProvider* provider) {
+  if (provider == nullptr) {
+    return absl::InvalidArgumentError(
+        "NeuronSegmentPool::Create: provider is null");
+  }
+  if (absl::Status s = ValidateSegmentAllocatorConfig(config); !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<NeuronSegmentPool>(
+      new NeuronSegmentPool(std::make_unique<Impl>(config, provider)));
+}
+
+absl::StatusOr<std::unique_ptr<NeuronSegmentPool>>
+NeuronSegmentPool::CreateFromEnvironment(SegmentProvider* provider) {
+  return Create(ProcessSegmentAllocatorConfig().config, provider);
+}
+
+NeuronSegmentPool::NeuronSegmentPool(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+NeuronSegmentPool::~NeuronSegmentPool() = default;
+
+absl::StatusOr<Allocation> NeuronSegmentPool::Allocate(size_t bytes) {
+  return impl_->Allocate(bytes);
+}
+
+absl::Status NeuronSegmentPool::Free(void* ptr) { return impl_->Free(ptr); }
+
+size_t NeuronSegmentPool::EmptyCache() { return impl_->EmptyCache(); }
+
+MemoryStats NeuronSegmentPool::GetStats() const { return impl_->GetStats(); }
+
+void NeuronSegmentPool::ResetPeakStats() { impl_->ResetPeakStats(); }
+
+const SegmentAllocatorConfig& NeuronSegmentPool::config() const {
+  return impl_->config();
+}
+
+}  // namespace neffd::allocator
