@@ -242,11 +242,21 @@ absl::StatusOr<PublishResult> Store::Publish(
       StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)}, false};
 }
 
-absl::Status Store::RecordFailure(const EntryKey& id, absl::string_view log) {
+absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey& id,
+                                                 absl::string_view log) {
   const std::string dir = EntryDir(id);
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   if (log.size() > kMaxLogBytes) log = log.substr(log.size() - kMaxLogBytes);
-  return WriteFileAtomically(dir, kLogName, log, options_.host_id);
+  if (absl::Status s =
+          WriteFileAtomically(dir, kLogName, log, options_.host_id);
+      !s.ok()) {
+    return s;
+  }
+  v1::Failure failure;
+  failure.set_log(std::string(log));
+  failure.set_retry_after_unix_ms(
+      absl::ToUnixMillis(options_.now() + options_.failed_ttl));
+  return failure;
 }
 
 std::optional<v1::Failure> Store::FindFailure(const EntryKey& id) const {

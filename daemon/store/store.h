@@ -107,8 +107,10 @@ class Store {
       const EntryKey& id, absl::string_view bytes, const std::string& sha256,
       const Producer& producer, const std::map<std::string, std::string>& md);
 
-  // Records a deterministic compile failure (model.log) for failed_ttl.
-  absl::Status RecordFailure(const EntryKey& id, absl::string_view log);
+  // Records a deterministic compile failure (model.log) for failed_ttl and
+  // returns it as callers will see it.
+  absl::StatusOr<v1::Failure> RecordFailure(const EntryKey& id,
+                                            absl::string_view log);
   // The failure in force for `id`, if any.
   std::optional<v1::Failure> FindFailure(const EntryKey& id) const;
 

@@ -1,0 +1,426 @@
+#include "daemon/service/compile_cache_service.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/store/digest.h"
+#include "daemon/store/file_util.h"
+
+namespace neffd {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+grpc::Status Invalid(absl::string_view message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(message));
+}
+
+absl::Status ValidateLeaseId(absl::string_view lease_id) {
+  if (lease_id.empty()) {
+    return absl::InvalidArgumentError("lease_id: is empty");
+  }
+  if (lease_id.size() > 64) {
+    return absl::InvalidArgumentError("lease_id: is longer than 64 bytes");
+  }
+  return absl::OkStatus();
+}
+
+// Opens a client-staged file for reading, refusing anything that is not a
+// regular file directly inside `staging_dir` with a single link: a symlink or
+// hard link there must not let a client publish (and so read) a file it
+// could not read itself.
+absl::StatusOr<UniqueFd> OpenStagedFile(const std::string& staging_dir,
+                                        const std::string& path,
+                                        uint64_t size) {
+  size_t slash = path.rfind('/');
+  if (path.empty() || path[0] != '/' || slash == std::string::npos ||
+      path.substr(0, slash) != staging_dir) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "staged_path: '", absl::CHexEscape(path),
+        "' is not a file directly inside the staging directory ", staging_dir));
+  }
+  if (absl::Status s = ValidateToken("staged_path", path.substr(slash + 1));
+      !s.ok()) {
+    return s;
+  }
+  UniqueFd fd(
+      open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ELOOP) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("staged_path: ", path, " is a symlink"));
+    }
+    return absl::FailedPreconditionError(
+        ErrnoStatus(errno, "staged_path: " + path).message());
+  }
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("staged_path: ", path, " is not a regular file"));
+  }
+  if (st.st_nlink != 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("staged_path: ", path, " has ", st.st_nlink,
+                     " hard links; stage a file of your own"));
+  }
+  if (static_cast<uint64_t>(st.st_size) != size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "size: the staged file is %d bytes; the request says %d", st.st_size,
+        size));
+  }
+  return fd;
+}
+
+}  // namespace
+
+// A Lock call in flight. Owns nothing but its waiter registration; deletes
+// itself in OnDone.
+class CompileCacheService::LockReactor : public grpc::ServerUnaryReactor {
+ public:
+  explicit LockReactor(LockTable* locks) : locks_(locks) {}
+
+  void set_waiter(LockTable::WaiterId id) { waiter_.store(id); }
+
+  void OnCancel() override {
+    // Only a waiter still parked is ours to answer; otherwise its callback
+    // has finished (or is finishing) the call.
+    LockTable::WaiterId id = waiter_.load();
+    if (id != 0 && locks_->Cancel(id)) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "lock wait cancelled"));
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  LockTable* const locks_;
+  std::atomic<LockTable::WaiterId> waiter_{0};
+};
+
+CompileCacheService::CompileCacheService(ServiceOptions options,
+                                         Store* neff_store, Store* hlo_store,
+                                         Index* index, LockTable* locks)
+    : options_(std::move(options)),
+      neff_store_(neff_store),
+      hlo_store_(hlo_store),
+      index_(index),
+      locks_(locks),
+      started_(options_.now()) {}
+
+Store& CompileCacheService::StoreFor(const EntryKey& id) const {
+  return id.ns() == Namespace::kNeff ? *neff_store_ : *hlo_store_;
+}
+
+absl::StatusOr<std::optional<v1::Entry>> CompileCacheService::FindEntry(
+    const EntryKey& id) {
+  Store& store = StoreFor(id);
+  absl::StatusOr<std::optional<v1::IndexRecord>> record = index_->Get(id);
+  if (!record.ok()) return record.status();
+  if (record->has_value()) {
+    const v1::IndexRecord& r = **record;
+    FileIdentity verified{r.verified_inode(), r.entry().size(),
+                          r.verified_mtime_ns()};
+    if (store.StillValid(id, verified)) return r.entry();
+    if (absl::Status s = index_->Delete(id); !s.ok()) return s;
+  }
+  absl::StatusOr<StoredEntry> stored = store.Find(id);
+  if (absl::IsNotFound(stored.status())) return std::nullopt;
+  if (!stored.ok()) return stored.status();
+  v1::IndexRecord fresh;
+  *fresh.mutable_entry() = stored->entry;
+  fresh.set_verified_inode(stored->identity.inode);
+  fresh.set_verified_mtime_ns(stored->identity.mtime_ns);
+  fresh.set_last_access_unix_ms(absl::ToUnixMillis(options_.now()));
+  if (absl::Status s = index_->Put(id, fresh); !s.ok()) return s;
+  return stored->entry;
+}
+
+grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
+                                         const v1::LookupRequest* request,
+                                         v1::LookupResponse* response) {
+  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+  if (!id.ok()) return ToGrpc(id.status());
+  ++counters_.lookups;
+  absl::StatusOr<std::optional<v1::Entry>> entry = FindEntry(*id);
+  if (!entry.ok()) return ToGrpc(entry.status());
+  if (entry->has_value()) {
+    ++counters_.hits;
+    response->set_result(v1::LookupResponse::HIT);
+    *response->mutable_entry() = **entry;
+    return grpc::Status::OK;
+  }
+  if (std::optional<v1::Failure> failure = StoreFor(*id).FindFailure(*id)) {
+    ++counters_.failed_lookups;
+    response->set_result(v1::LookupResponse::FAILED);
+    *response->mutable_failure() = *std::move(failure);
+    return grpc::Status::OK;
+  }
+  ++counters_.misses;
+  response->set_result(v1::LookupResponse::MISS);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<bool> CompileCacheService::AnswerWithoutLock(
+    const EntryKey& id, v1::LockResponse* response) {
+  absl::StatusOr<std::optional<v1::Entry>> entry = FindEntry(id);
+  if (!entry.ok()) return entry.status();
+  if (entry->has_value()) {
+    response->set_outcome(v1::LockResponse::READY);
+    *response->mutable_entry() = **entry;
+    return true;
+  }
+  if (std::optional<v1::Failure> failure = StoreFor(id).FindFailure(id)) {
+    response->set_outcome(v1::LockResponse::FAILED);
+    *response->mutable_failure() = *std::move(failure);
+    return true;
+  }
+  return false;
+}
+
+grpc::ServerUnaryReactor* CompileCacheService::Lock(
+    grpc::CallbackServerContext* context, const v1::LockRequest* request,
+    v1::LockResponse* response) {
+  auto* reactor = new LockReactor(locks_);
+  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+  if (!id.ok()) {
+    reactor->Finish(ToGrpc(id.status()));
+    return reactor;
+  }
+  if (request->holder().host().size() > 256) {
+    reactor->Finish(Invalid("holder.host: is longer than 256 bytes"));
+    return reactor;
+  }
+  absl::StatusOr<bool> answered = AnswerWithoutLock(*id, response);
+  if (!answered.ok() || *answered) {
+    reactor->Finish(ToGrpc(answered.status()));
+    return reactor;
+  }
+  const absl::Duration wait = request->wait_seconds() > 0
+                                  ? absl::Seconds(request->wait_seconds())
+                                  : options_.default_lock_timeout;
+  HolderInfo holder{request->holder().host(), request->holder().pid(),
+                    request->holder().rank()};
+  EntryKey key = *id;
+  LockTable::WaiterId waiter = locks_->Acquire(
+      key, holder, request->wait(), options_.now() + wait,
+      [this, key, context, reactor, response](LockEvent event) {
+        reactor->Finish(CompleteLock(key, std::move(event),
+                                     context->IsCancelled(), response));
+      });
+  reactor->set_waiter(waiter);
+  return reactor;
+}
+
+grpc::Status CompileCacheService::CompleteLock(const EntryKey& id,
+                                               LockEvent event,
+                                               bool client_gone,
+                                               v1::LockResponse* response) {
+  switch (event.outcome) {
+    case LockOutcome::kGranted: {
+      if (client_gone) {
+        // Nobody will compile under this lease: hand it on at once.
+        (void)locks_->Release(event.lease_id, id, nullptr);
+        return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+      // The entry may have appeared between the first check and the grant
+      // (published by a daemon-less process, or just before a handover).
+      absl::StatusOr<bool> answered = AnswerWithoutLock(id, response);
+      if (answered.ok() && *answered) {
+        if (locks_->BeginPublish(event.lease_id, id).ok()) {
+          locks_->FinishPublish(event.lease_id,
+                                response->outcome() == v1::LockResponse::READY
+                                    ? &response->entry()
+                                    : nullptr);
+        }
+        if (response->outcome() == v1::LockResponse::FAILED) {
+          (void)locks_->Release(event.lease_id, id, &response->failure());
+        }
+        return grpc::Status::OK;
+      }
+      response->set_outcome(v1::LockResponse::GRANTED);
+      v1::Lease* lease = response->mutable_lease();
+      lease->set_lease_id(event.lease_id);
+      *lease->mutable_id() = id.ToProto();
+      lease->set_ttl_ms(absl::ToInt64Milliseconds(locks_->lease_ttl()));
+      lease->set_staging_dir(options_.staging_dir);
+      return grpc::Status::OK;
+    }
+    case LockOutcome::kReady:
+      response->set_outcome(v1::LockResponse::READY);
+      *response->mutable_entry() = std::move(event.entry);
+      return grpc::Status::OK;
+    case LockOutcome::kFailed:
+      response->set_outcome(v1::LockResponse::FAILED);
+      *response->mutable_failure() = std::move(event.failure);
+      return grpc::Status::OK;
+    case LockOutcome::kTimedOut:
+      response->set_outcome(v1::LockResponse::TIMED_OUT);
+      return grpc::Status::OK;
+    case LockOutcome::kBusy:
+      response->set_outcome(v1::LockResponse::BUSY);
+      return grpc::Status::OK;
+    case LockOutcome::kShutdown:
+      break;
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "neffd is shutting down; retry the lock");
+}
+
+grpc::Status CompileCacheService::KeepAlive(grpc::ServerContext*,
+                                            const v1::KeepAliveRequest* request,
+                                            v1::KeepAliveResponse* response) {
+  if (absl::Status s = ValidateLeaseId(request->lease_id()); !s.ok()) {
+    return ToGrpc(s);
+  }
+  if (absl::Status s = locks_->KeepAlive(request->lease_id()); !s.ok()) {
+    return ToGrpc(s);
+  }
+  response->set_ttl_ms(absl::ToInt64Milliseconds(locks_->lease_ttl()));
+  return grpc::Status::OK;
+}
+
+grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
+                                          const v1::PublishRequest* request,
+                                          v1::PublishResponse* response) {
+  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+  if (!id.ok()) return ToGrpc(id.status());
+  if (absl::Status s = ValidateLeaseId(request->lease_id()); !s.ok()) {
+    return ToGrpc(s);
+  }
+  if (!IsSha256Hex(request->sha256())) {
+    return Invalid("sha256: must be 64 lowercase hex digits");
+  }
+  if (request->size() > options_.max_entry_bytes) {
+    return Invalid(absl::StrFormat("size: %d bytes is over the limit of %d",
+                                   request->size(), options_.max_entry_bytes));
+  }
+  const bool inline_content =
+      request->content_case() == v1::PublishRequest::kInlineBytes;
+  if (request->content_case() == v1::PublishRequest::CONTENT_NOT_SET) {
+    return Invalid("content: set staged_path or inline_bytes");
+  }
+  if (inline_content) {
+    if (request->inline_bytes().size() > options_.max_inline_bytes) {
+      return Invalid(absl::StrFormat(
+          "inline_bytes: %d bytes is over the inline limit of %d; stage a file",
+          request->inline_bytes().size(), options_.max_inline_bytes));
+    }
+    if (request->inline_bytes().size() != request->size()) {
+      return Invalid(absl::StrFormat(
+          "size: inline_bytes has %d bytes; the request says %d",
+          request->inline_bytes().size(), request->size()));
+    }
+  }
+  if (request->metadata_size() > 64) {
+    return Invalid("metadata: at most 64 entries");
+  }
+
+  // The lease is checked (and pinned) before the staged file is touched, so
+  // a client without the lease cannot make the daemon read or remove files.
+  if (absl::Status s = locks_->BeginPublish(request->lease_id(), *id);
+      !s.ok()) {
+    return ToGrpc(s);
+  }
+  std::map<std::string, std::string> metadata(request->metadata().begin(),
+                                              request->metadata().end());
+  Producer producer{options_.host_id, 0};
+  absl::StatusOr<PublishResult> result;
+  if (inline_content) {
+    result = StoreFor(*id).PublishBytes(*id, request->inline_bytes(),
+                                        request->sha256(), producer, metadata);
+  } else {
+    absl::StatusOr<UniqueFd> staged = OpenStagedFile(
+        options_.staging_dir, request->staged_path(), request->size());
+    if (!staged.ok()) {
+      result = staged.status();
+    } else {
+      result =
+          StoreFor(*id).PublishFromFd(*id, staged->get(), request->size(),
+                                      request->sha256(), producer, metadata);
+      // The daemon owns what was staged for it, whatever the outcome.
+      unlink(request->staged_path().c_str());
+    }
+  }
+  if (!result.ok()) {
+    locks_->FinishPublish(request->lease_id(), nullptr);
+    return ToGrpc(result.status());
+  }
+  v1::IndexRecord record;
+  *record.mutable_entry() = result->stored.entry;
+  record.set_verified_inode(result->stored.identity.inode);
+  record.set_verified_mtime_ns(result->stored.identity.mtime_ns);
+  record.set_last_access_unix_ms(absl::ToUnixMillis(options_.now()));
+  absl::Status indexed = index_->Put(*id, record);
+  locks_->FinishPublish(request->lease_id(), &result->stored.entry);
+  if (!indexed.ok()) return ToGrpc(indexed);
+  ++(result->already_cached ? counters_.already_cached : counters_.publishes);
+  response->set_outcome(result->already_cached
+                            ? v1::PublishResponse::ALREADY_CACHED
+                            : v1::PublishResponse::PUBLISHED);
+  *response->mutable_entry() = result->stored.entry;
+  return grpc::Status::OK;
+}
+
+grpc::Status CompileCacheService::Unlock(grpc::ServerContext*,
+                                         const v1::UnlockRequest* request,
+                                         v1::UnlockResponse*) {
+  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+  if (!id.ok()) return ToGrpc(id.status());
+  if (absl::Status s = ValidateLeaseId(request->lease_id()); !s.ok()) {
+    return ToGrpc(s);
+  }
+  switch (request->outcome()) {
+    case v1::UnlockRequest::ABANDONED:
+      return ToGrpc(locks_->Release(request->lease_id(), *id, nullptr));
+    case v1::UnlockRequest::FAILED: {
+      // Pin the lease while the failure is written so only its holder can
+      // record one.
+      if (absl::Status s = locks_->BeginPublish(request->lease_id(), *id);
+          !s.ok()) {
+        return ToGrpc(s);
+      }
+      absl::StatusOr<v1::Failure> failure =
+          StoreFor(*id).RecordFailure(*id, request->log());
+      locks_->FinishPublish(request->lease_id(), nullptr);
+      if (!failure.ok()) return ToGrpc(failure.status());
+      ++counters_.failures_recorded;
+      return ToGrpc(locks_->Release(request->lease_id(), *id, &*failure));
+    }
+    default:
+      return Invalid("outcome: must be ABANDONED or FAILED");
+  }
+}
+
+grpc::Status CompileCacheService::GetStats(grpc::ServerContext*,
+                                           const v1::GetStatsRequest*,
+                                           v1::Stats* response) {
+  response->set_lookups(counters_.lookups);
+  response->set_hits(counters_.hits);
+  response->set_misses(counters_.misses);
+  response->set_failed_lookups(counters_.failed_lookups);
+  response->set_publishes(counters_.publishes);
+  response->set_already_cached(counters_.already_cached);
+  response->set_failures_recorded(counters_.failures_recorded);
+  LockTable::Counts locks = locks_->counts();
+  response->set_lock_grants(locks.grants);
+  response->set_lock_waits(locks.waits);
+  response->set_lock_timeouts(locks.timeouts);
+  response->set_leases_revoked(locks.revoked);
+  response->set_leases_held(locks.leases_held);
+  response->set_waiters(locks.waiters);
+  Index::Totals totals = index_->totals();
+  response->set_entries(totals.entries);
+  response->set_bytes(totals.bytes);
+  response->set_uptime_ms(absl::ToInt64Milliseconds(options_.now() - started_));
+  return grpc::Status::OK;
+}
+
+}  // namespace neffd

@@ -1,0 +1,103 @@
+// daemon/service/compile_cache_service.h
+//
+// CompileCacheService implements neffd.v1.CompileCache over a Store per
+// namespace, the Index and the LockTable. It is the only place where wire
+// requests are validated: every field is checked before it reaches a path or
+// a table, and errors are INVALID_ARGUMENT (malformed field) or
+// FAILED_PRECONDITION (valid field, wrong state: a lease that is not held, a
+// staged file that is not a regular file in the staging directory), with a
+// message that starts with the field's name.
+//
+// Lock is served with the callback API: a waiting Lock is a parked callback in
+// the LockTable, not a thread. The other methods are synchronous; Publish may
+// spend seconds copying and hashing a large file.
+//
+// Thread-safe. The stores, index and lock table must outlive the service.
+#ifndef NEFFD_DAEMON_SERVICE_COMPILE_CACHE_SERVICE_H_
+#define NEFFD_DAEMON_SERVICE_COMPILE_CACHE_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/index/index.h"
+#include "daemon/locks/lock_table.h"
+#include "daemon/store/store.h"
+#include "proto/neffd/v1/neffd.grpc.pb.h"
+
+namespace neffd {
+
+struct ServiceOptions {
+  std::string host_id;
+  // Where clients stage files for Publish (on the local disk).
+  std::string staging_dir;
+  // Lock wait when the request gives none
+  // (TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT).
+  absl::Duration default_lock_timeout = absl::Seconds(1200);
+  uint64_t max_entry_bytes = uint64_t{8} << 30;
+  uint64_t max_inline_bytes = uint64_t{16} << 20;
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+class CompileCacheService final
+    : public v1::CompileCache::WithCallbackMethod_Lock<
+          v1::CompileCache::Service> {
+ public:
+  CompileCacheService(ServiceOptions options, Store* neff_store,
+                      Store* hlo_store, Index* index, LockTable* locks);
+
+  grpc::Status Lookup(grpc::ServerContext* context,
+                      const v1::LookupRequest* request,
+                      v1::LookupResponse* response) override;
+  grpc::ServerUnaryReactor* Lock(grpc::CallbackServerContext* context,
+                                 const v1::LockRequest* request,
+                                 v1::LockResponse* response) override;
+  grpc::Status KeepAlive(grpc::ServerContext* context,
+                         const v1::KeepAliveRequest* request,
+                         v1::KeepAliveResponse* response) override;
+  grpc::Status Publish(grpc::ServerContext* context,
+                       const v1::PublishRequest* request,
+                       v1::PublishResponse* response) override;
+  grpc::Status Unlock(grpc::ServerContext* context,
+                      const v1::UnlockRequest* request,
+                      v1::UnlockResponse* response) override;
+  grpc::Status GetStats(grpc::ServerContext* context,
+                        const v1::GetStatsRequest* request,
+                        v1::Stats* response) override;
+
+ private:
+  class LockReactor;
+
+  Store& StoreFor(const EntryKey& id) const;
+  // The verified entry for `id`: the index's record if the artifact still
+  // has the verified identity, else a full check of the store (which
+  // quarantines damage). nullopt on a miss.
+  absl::StatusOr<std::optional<v1::Entry>> FindEntry(const EntryKey& id);
+  // Fills `response` for a key that needs no lock: READY or FAILED. False if
+  // the key is neither cached nor failed.
+  absl::StatusOr<bool> AnswerWithoutLock(const EntryKey& id,
+                                         v1::LockResponse* response);
+  // Turns a LockTable event into the Lock response; may re-check the store.
+  grpc::Status CompleteLock(const EntryKey& id, LockEvent event,
+                            bool client_gone, v1::LockResponse* response);
+
+  const ServiceOptions options_;
+  Store* const neff_store_;
+  Store* const hlo_store_;
+  Index* const index_;
+  LockTable* const locks_;
+  const absl::Time started_;
+
+  struct Counters {
+    std::atomic<uint64_t> lookups{0}, hits{0}, misses{0}, failed_lookups{0},
+        publishes{0}, already_cached{0}, failures_recorded{0};
+  } counters_;
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_SERVICE_COMPILE_CACHE_SERVICE_H_

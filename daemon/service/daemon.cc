@@ -1,0 +1,271 @@
+#include "daemon/service/daemon.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/index/index.h"
+#include "daemon/locks/liveness.h"
+#include "daemon/locks/lock_table.h"
+#include "daemon/service/compile_cache_service.h"
+#include "daemon/store/file_util.h"
+#include "daemon/store/store.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace neffd {
+namespace {
+
+constexpr long kNfsSuperMagic = 0x6969;
+constexpr long kLustreSuperMagic = 0x0BD00BD0;
+constexpr long kSmbSuperMagic = 0x517B;
+constexpr long kCifsMagic = 0xFF534D42;
+constexpr absl::Duration kTickInterval = absl::Milliseconds(100);
+
+std::string UnixPath(const std::string& address) {
+  return absl::StartsWith(address, "unix:") ? address.substr(5) : "";
+}
+
+// True if something accepts connections on the unix socket `path`.
+bool SocketIsLive(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  bool live =
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return live;
+}
+
+}  // namespace
+
+absl::Status CheckLocalFilesystem(const std::string& path) {
+  struct statfs fs;
+  if (statfs(path.c_str(), &fs) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("statfs ", path));
+  }
+  const char* kind = nullptr;
+  switch (static_cast<long>(fs.f_type)) {
+    case kNfsSuperMagic:
+      kind = "nfs";
+      break;
+    case kLustreSuperMagic:
+      kind = "lustre";
+      break;
+    case kSmbSuperMagic:
+    case kCifsMagic:
+      kind = "smb";
+      break;
+  }
+  if (kind == nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("local dir ", path, " is on ", kind,
+                   "; TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR must be a local "
+                   "filesystem"));
+}
+
+absl::Status ValidateAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) {
+    std::string path = UnixPath(address);
+    if (path.empty() || path[0] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--address ", address, ": a unix socket needs an absolute path"));
+    }
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--address ", address, ": socket path is too long"));
+    }
+    return absl::OkStatus();
+  }
+  size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--address ", address,
+                     ": expected unix:/path or a loopback HOST:PORT"));
+  }
+  std::string host = address.substr(0, colon);
+  if (host == "localhost" || host == "[::1]" ||
+      absl::StartsWith(host, "127.")) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--address ", address,
+                   ": TCP is served only on loopback (127.0.0.1, localhost, "
+                   "[::1]); use a unix socket for anything else"));
+}
+
+struct Daemon::Parts {
+  DaemonOptions options;
+  std::unique_ptr<Store> neff_store;
+  std::unique_ptr<Store> hlo_store;
+  std::unique_ptr<Index> index;
+  std::unique_ptr<Liveness> liveness;
+  std::unique_ptr<LockTable> locks;
+  std::unique_ptr<CompileCacheService> service;
+  std::unique_ptr<grpc::Server> server;
+  absl::Notification stop_ticking;
+  std::thread ticker;
+  bool shut_down = false;
+};
+
+Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+Daemon::~Daemon() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
+  if (absl::Status s = ValidateAddress(options.address); !s.ok()) return s;
+  if (options.index_dir.empty())
+    options.index_dir = options.local_dir + "/index";
+  if (options.host_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    options.host_id = host;
+  }
+  auto parts = std::make_unique<Parts>();
+  parts->options = options;
+  const std::string staging = options.local_dir + "/staging";
+  const std::string locks_dir = options.local_dir + "/locks";
+  if (absl::Status s = MakeDirs(options.local_dir); !s.ok()) return s;
+  if (absl::Status s = CheckLocalFilesystem(options.local_dir); !s.ok()) {
+    return s;
+  }
+  for (const std::string& dir : {staging, locks_dir}) {
+    if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  }
+  // Ranks of any user stage files here; the sticky bit keeps them from
+  // removing each other's.
+  chmod(staging.c_str(), 01777);
+
+  StoreOptions store_options;
+  store_options.host_id = options.host_id;
+  store_options.failed_ttl = options.failed_ttl;
+  store_options.root = options.neff_cache_dir;
+  store_options.ns = Namespace::kNeff;
+  absl::StatusOr<std::unique_ptr<Store>> neff = Store::Open(store_options);
+  if (!neff.ok()) return neff.status();
+  store_options.root = options.hlo_cache_dir;
+  store_options.ns = Namespace::kHlo;
+  absl::StatusOr<std::unique_ptr<Store>> hlo = Store::Open(store_options);
+  if (!hlo.ok()) return hlo.status();
+  parts->neff_store = *std::move(neff);
+  parts->hlo_store = *std::move(hlo);
+
+  absl::StatusOr<std::unique_ptr<Index>> index = Index::Open(options.index_dir);
+  if (!index.ok()) return index.status();
+  parts->index = *std::move(index);
+
+  parts->liveness = NewProcLiveness(options.host_id);
+  LockTableOptions lock_options;
+  lock_options.locks_dir = locks_dir;
+  lock_options.lease_ttl = options.lease_ttl;
+  lock_options.liveness = parts->liveness.get();
+  parts->locks = std::make_unique<LockTable>(lock_options);
+
+  ServiceOptions service_options;
+  service_options.host_id = options.host_id;
+  service_options.staging_dir = staging;
+  service_options.default_lock_timeout = options.lock_timeout;
+  service_options.max_entry_bytes = options.max_entry_bytes;
+  service_options.max_inline_bytes = options.max_inline_bytes;
+  parts->service = std::make_unique<CompileCacheService>(
+      service_options, parts->neff_store.get(), parts->hlo_store.get(),
+      parts->index.get(), parts->locks.get());
+
+  const std::string socket_path = UnixPath(options.address);
+  if (!socket_path.empty()) {
+    size_t slash = socket_path.rfind('/');
+    if (slash > 0) {
+      if (absl::Status s = MakeDirs(socket_path.substr(0, slash)); !s.ok()) {
+        return s;
+      }
+    }
+    // gRPC unlinks an existing socket file before binding; make sure that is
+    // a stale one and not another daemon's.
+    if (SocketIsLive(socket_path)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("another neffd is already listening on ", socket_path));
+    }
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(parts->service.get());
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(options.max_inline_bytes + (1 << 20)));
+  parts->server = builder.BuildAndStart();
+  if (parts->server == nullptr || (socket_path.empty() && port == 0)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.address));
+  }
+  if (!socket_path.empty()) {
+    chmod(socket_path.c_str(), 0660);
+    if (struct group* g = getgrnam(options.socket_group.c_str())) {
+      if (chown(socket_path.c_str(), -1, g->gr_gid) != 0) {
+        // Not fatal: root can still connect; the operator sees the mode.
+      }
+    }
+  }
+  parts->server->GetHealthCheckService()->SetServingStatus(true);
+
+  Parts* p = parts.get();
+  p->ticker = std::thread([p] {
+    while (!p->stop_ticking.WaitForNotificationWithTimeout(kTickInterval)) {
+      p->locks->Tick();
+    }
+  });
+  return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
+}
+
+std::string Daemon::Describe() const {
+  const DaemonOptions& o = parts_->options;
+  return absl::StrCat("neffd: listening on ", o.address, " (host ", o.host_id,
+                      "); neff cache ", o.neff_cache_dir, ", hlo cache ",
+                      o.hlo_cache_dir, ", local dir ", o.local_dir, ", index ",
+                      o.index_dir);
+}
+
+std::string Daemon::IndexRecoveryNote() const {
+  const std::string& moved = parts_->index->recovered_from();
+  if (moved.empty()) return "";
+  return absl::StrCat("neffd: the index at ", parts_->options.index_dir,
+                      " could not be opened; moved it to ", moved,
+                      " and started a new one (entries are found again in the "
+                      "store)");
+}
+
+void Daemon::Shutdown() {
+  Parts* p = parts_.get();
+  if (p == nullptr || p->shut_down) return;
+  p->shut_down = true;
+  p->server->GetHealthCheckService()->SetServingStatus(false);
+  p->locks->Shutdown();
+  p->server->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoSeconds(p->options.shutdown_grace));
+  p->stop_ticking.Notify();
+  p->ticker.join();
+  (void)p->index->Flush();
+  std::string socket_path = UnixPath(p->options.address);
+  if (!socket_path.empty()) unlink(socket_path.c_str());
+}
+
+}  // namespace neffd

@@ -1,0 +1,72 @@
+// daemon/service/daemon.h
+//
+// Daemon assembles one neffd: it checks the directories (the local dir must be
+// on a local filesystem), opens the stores, the index and the lock table,
+// serves CompileCache plus gRPC health and server reflection on one address,
+// and runs the lock table's clock. Start() returns once the server accepts
+// calls; Shutdown() drains it (health NOT_SERVING, waiters told to retry,
+// in-flight calls finish within the grace period), flushes the index and
+// removes the socket.
+//
+// Addresses are "unix:/abs/path" (created 0660, group `socket_group` when that
+// group exists) or a loopback "127.0.0.1:PORT" / "localhost:PORT" /
+// "[::1]:PORT"; anything else is refused.
+//
+// Start, Shutdown and the destructor must not race; everything else in the
+// daemon runs on gRPC's threads and the tick thread.
+#ifndef NEFFD_DAEMON_SERVICE_DAEMON_H_
+#define NEFFD_DAEMON_SERVICE_DAEMON_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace neffd {
+
+struct DaemonOptions {
+  std::string address = "unix:/run/neffd/neffd.sock";
+  std::string neff_cache_dir = "/tmp/neff_cache";
+  std::string hlo_cache_dir = "/tmp/hlo_cache";
+  std::string local_dir = "/tmp/local_cache";
+  std::string index_dir;  // default {local_dir}/index
+  std::string host_id;
+  std::string socket_group = "neuron";
+  absl::Duration lock_timeout = absl::Seconds(1200);
+  absl::Duration lease_ttl = absl::Seconds(30);
+  absl::Duration failed_ttl = absl::Hours(1);
+  absl::Duration shutdown_grace = absl::Seconds(10);
+  uint64_t max_entry_bytes = uint64_t{8} << 30;
+  uint64_t max_inline_bytes = uint64_t{16} << 20;
+};
+
+// FailedPrecondition naming the filesystem if `path` is on NFS or Lustre,
+// whose lock semantics the local lock directory cannot rely on.
+absl::Status CheckLocalFilesystem(const std::string& path);
+
+// InvalidArgument unless `address` is a unix socket path or loopback TCP.
+absl::Status ValidateAddress(const std::string& address);
+
+class Daemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options);
+  ~Daemon();
+
+  // One line for the operator: where it listens and which dirs it uses.
+  std::string Describe() const;
+  // A line to log once if the index had to be rebuilt, else empty.
+  std::string IndexRecoveryNote() const;
+
+  void Shutdown();
+
+ private:
+  struct Parts;
+  explicit Daemon(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_SERVICE_DAEMON_H_
