@@ -46,3 +46,36 @@ def cc_grpc_library(name, srcs, proto_root, deps = [], grpc = True, visibility =
         copts = ["-Wno-unused-parameter"],
         visibility = visibility,
     )
+
+def cc_grpc_system_library(name, protos, visibility = None):
+    """C++ code and gRPC stubs for protos shipped by Debian's grpc-proto.
+
+    Args:
+      name: the cc_library to create.
+      protos: paths relative to /usr/share/grpc-proto, e.g.
+        "grpc/health/v1/health.proto".
+      visibility: of the cc_library.
+    """
+    outs = []
+    for p in protos:
+        base = p[:-len(".proto")]
+        outs += [base + ".pb.h", base + ".pb.cc", base + ".grpc.pb.h", base + ".grpc.pb.cc"]
+    pkg = native.package_name()
+    native.genrule(
+        name = name + "_gen",
+        outs = outs,
+        tools = ["@system//:protoc", "@system//:grpc_cpp_plugin"],
+        cmd = ("$(location @system//:protoc) -I/usr/share/grpc-proto -I/usr/include " +
+               "--cpp_out=$(GENDIR)/" + pkg + " --grpc_out=$(GENDIR)/" + pkg + " " +
+               "--plugin=protoc-gen-grpc=$(location @system//:grpc_cpp_plugin) " +
+               " ".join(["/usr/share/grpc-proto/" + p for p in protos])),
+    )
+    native.cc_library(
+        name = name,
+        srcs = [o for o in outs if o.endswith(".cc")],
+        hdrs = [o for o in outs if o.endswith(".h")],
+        includes = ["."],
+        deps = ["@system//:grpc", "@system//:protobuf"],
+        copts = ["-Wno-unused-parameter"],
+        visibility = visibility,
+    )

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "rocksdb/cache.h"
@@ -77,6 +78,12 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
       return FromRocks(s, "open " + path);
     }
     s = rocksdb::DB::Open(options, path, &raw);
+  }
+  if (s.IsIOError() && absl::StrContains(s.ToString(), "lock")) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("index ", path,
+                     " is locked by another process; is another neffd "
+                     "using this local dir?"));
   }
   if (!s.ok()) return FromRocks(s, "open " + path);
   std::unique_ptr<rocksdb::DB> db(raw);

@@ -137,6 +137,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     gethostname(host, sizeof(host) - 1);
     options.host_id = host;
   }
+  const std::string socket_path = UnixPath(options.address);
+  if (!socket_path.empty()) {
+    size_t slash = socket_path.rfind('/');
+    if (slash > 0) {
+      if (absl::Status s = MakeDirs(socket_path.substr(0, slash)); !s.ok()) {
+        return s;
+      }
+    }
+    // gRPC unlinks an existing socket file before binding; make sure that is
+    // a stale one and not another daemon's.
+    if (SocketIsLive(socket_path)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("another neffd is already listening on ", socket_path));
+    }
+  }
+
   auto parts = std::make_unique<Parts>();
   parts->options = options;
   const std::string staging = options.local_dir + "/staging";
@@ -186,22 +202,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   parts->service = std::make_unique<CompileCacheService>(
       service_options, parts->neff_store.get(), parts->hlo_store.get(),
       parts->index.get(), parts->locks.get());
-
-  const std::string socket_path = UnixPath(options.address);
-  if (!socket_path.empty()) {
-    size_t slash = socket_path.rfind('/');
-    if (slash > 0) {
-      if (absl::Status s = MakeDirs(socket_path.substr(0, slash)); !s.ok()) {
-        return s;
-      }
-    }
-    // gRPC unlinks an existing socket file before binding; make sure that is
-    // a stale one and not another daemon's.
-    if (SocketIsLive(socket_path)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("another neffd is already listening on ", socket_path));
-    }
-  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -1,0 +1,186 @@
+#include "tests/harness/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+extern char** environ;
+
+namespace neffd::testing {
+namespace {
+
+std::string TmpRoot() {
+  const char* t = getenv("TEST_TMPDIR");
+  return t != nullptr ? t : "/tmp";
+}
+
+bool CanConnect(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = getenv("TEST_SRCDIR");
+  const char* workspace = getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir ? srcdir : ".", "/",
+                      workspace ? workspace : "neffd", "/", path);
+}
+
+std::string NewTempDir(const std::string& name) {
+  std::string dir = absl::StrCat(TmpRoot(), "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+}
+
+Process::Process(std::vector<std::string> argv, std::vector<std::string> env) {
+  static std::atomic<int> counter{0};
+  const std::string base =
+      absl::StrCat(TmpRoot(), "/proc.", getpid(), ".", counter++);
+  out_path_ = base + ".out";
+  err_path_ = base + ".err";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (std::string& e : env) env_strings.push_back(e);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int rc =
+      posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    fprintf(stderr, "cannot spawn %s: %s\n", args[0], strerror(rc));
+    abort();
+  }
+}
+
+Process::~Process() {
+  if (Running()) {
+    Signal(SIGKILL);
+    Wait();
+  }
+}
+
+void Process::Signal(int sig) {
+  if (status_ == -1) kill(pid_, sig);
+}
+
+int Process::Wait() {
+  if (status_ == -1) {
+    int raw = 0;
+    while (waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {
+    }
+    status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  }
+  return status_;
+}
+
+bool Process::Running() {
+  if (status_ != -1) return false;
+  int raw = 0;
+  if (waitpid(pid_, &raw, WNOHANG) == pid_) {
+    status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+    return false;
+  }
+  return true;
+}
+
+CommandResult RunCommand(std::vector<std::string> argv,
+                         std::vector<std::string> env) {
+  Process p(std::move(argv), std::move(env));
+  int code = p.Wait();
+  return CommandResult{code, p.Stdout(), p.Stderr()};
+}
+
+// Unix socket paths are limited to 107 bytes and TEST_TMPDIR is long, so the
+// socket lives in a short directory of its own.
+std::string ShortSocketPath() {
+  char dir[] = "/tmp/neffd-test.XXXXXX";
+  if (mkdtemp(dir) == nullptr) abort();
+  return absl::StrCat(dir, "/neffd.sock");
+}
+
+DaemonProcess::DaemonProcess(std::string root, std::vector<std::string> flags)
+    : root_(std::move(root)),
+      socket_path_(ShortSocketPath()),
+      address_(absl::StrCat("unix:", socket_path_)),
+      flags_(std::move(flags)) {}
+
+DaemonProcess::DaemonProcess(const DaemonProcess& other)
+    : root_(other.root_),
+      socket_path_(other.socket_path_),
+      address_(other.address_),
+      flags_(other.flags_) {}
+
+DaemonProcess::~DaemonProcess() {
+  process_.reset();
+  unlink(socket_path_.c_str());
+  rmdir(socket_path_.substr(0, socket_path_.rfind('/')).c_str());
+}
+
+bool DaemonProcess::Start() {
+  std::vector<std::string> argv = {
+      Runfile("daemon/neffd"),
+      "--cache_dir=" + root_ + "/neff",
+      "--hlo_cache_dir=" + root_ + "/hlo",
+      "--local_dir=" + root_ + "/local",
+      "--address=" + address_,
+  };
+  argv.insert(argv.end(), flags_.begin(), flags_.end());
+  process_ = std::make_unique<Process>(argv);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (!process_->Running()) return false;
+    if (CanConnect(socket_path_)) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+std::unique_ptr<v1::CompileCache::Stub> DaemonProcess::NewStub() const {
+  return v1::CompileCache::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+}
+
+}  // namespace neffd::testing

@@ -1,0 +1,96 @@
+// tests/harness/process.h
+//
+// Real processes for integration tests: spawn a binary from the test's
+// runfiles with its output captured to files, signal it, wait for it; and a
+// DaemonProcess that runs a real `neffd` on its own directories and unix
+// socket and waits until it accepts connections.
+//
+// Not thread-safe per object; separate objects may be used from any thread.
+#ifndef NEFFD_TESTS_HARNESS_PROCESS_H_
+#define NEFFD_TESTS_HARNESS_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proto/neffd/v1/neffd.grpc.pb.h"
+
+namespace neffd::testing {
+
+// Absolute path of a file in this test's runfiles, e.g. "daemon/neffd".
+std::string Runfile(const std::string& path);
+
+// A fresh, empty directory under TEST_TMPDIR.
+std::string NewTempDir(const std::string& name);
+
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& content);
+
+class Process {
+ public:
+  // Starts argv[0] (an absolute path) with the environment of the test plus
+  // `env` ("NAME=value"). Aborts the test binary if the spawn fails.
+  Process(std::vector<std::string> argv, std::vector<std::string> env = {});
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Exit code, or 128 + signal number. Idempotent.
+  int Wait();
+  // False once it has exited (reaps it).
+  bool Running();
+  std::string Stdout() const { return ReadFile(out_path_); }
+  std::string Stderr() const { return ReadFile(err_path_); }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+  std::string out_path_, err_path_;
+};
+
+struct CommandResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+CommandResult RunCommand(std::vector<std::string> argv,
+                         std::vector<std::string> env = {});
+
+class DaemonProcess {
+ public:
+  // Runs neffd with --cache_dir={root}/neff --hlo_cache_dir={root}/hlo
+  // --local_dir={root}/local --address=unix:{a short /tmp path} plus `flags`.
+  DaemonProcess(std::string root, std::vector<std::string> flags = {});
+  // Another daemon on the same directories and socket (not started).
+  DaemonProcess(const DaemonProcess& other);
+  ~DaemonProcess();
+
+  // (Re)starts and waits until the socket accepts; false if it exited.
+  bool Start();
+  void Signal(int sig) { process_->Signal(sig); }
+  int Wait() { return process_->Wait(); }
+  Process& process() { return *process_; }
+
+  const std::string& root() const { return root_; }
+  const std::string& address() const { return address_; }
+  const std::string& socket_path() const { return socket_path_; }
+  std::string neff_dir() const { return root_ + "/neff"; }
+  std::string local_dir() const { return root_ + "/local"; }
+  std::unique_ptr<v1::CompileCache::Stub> NewStub() const;
+
+ private:
+  std::string root_;
+  std::string socket_path_;
+  std::string address_;
+  std::vector<std::string> flags_;
+  std::unique_ptr<Process> process_;
+};
+
+}  // namespace neffd::testing
+
+#endif  // NEFFD_TESTS_HARNESS_PROCESS_H_

@@ -1,0 +1,70 @@
+// lock_holder: a rank stand-in for tests. Takes the lock on one entry (waiting
+// for it), prints "GRANTED <lease_id>" or the other outcome, then holds the
+// lease until killed, renewing it every --heartbeat_ms (0 = never: a holder
+// that is alive but silent).
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/time/clock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "proto/neffd/v1/neffd.grpc.pb.h"
+
+ABSL_FLAG(std::string, address, "", "daemon address");
+ABSL_FLAG(std::string, ns, "neff", "namespace");
+ABSL_FLAG(std::string, key, "", "entry key");
+ABSL_FLAG(std::string, compiler_version, "1.0", "compiler version");
+ABSL_FLAG(std::string, host, "", "holder host (default: hostname)");
+ABSL_FLAG(int, wait_seconds, 0, "lock wait (0: daemon default)");
+ABSL_FLAG(int, heartbeat_ms, 0, "KeepAlive interval; 0 = none");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto stub = neffd::v1::CompileCache::NewStub(grpc::CreateChannel(
+      absl::GetFlag(FLAGS_address), grpc::InsecureChannelCredentials()));
+  neffd::v1::LockRequest request;
+  request.mutable_id()->set_namespace_(absl::GetFlag(FLAGS_ns));
+  request.mutable_id()->set_compiler_version(
+      absl::GetFlag(FLAGS_compiler_version));
+  request.mutable_id()->set_key(absl::GetFlag(FLAGS_key));
+  std::string host = absl::GetFlag(FLAGS_host);
+  if (host.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  request.mutable_holder()->set_host(host);
+  request.mutable_holder()->set_pid(getpid());
+  request.set_wait(true);
+  request.set_wait_seconds(absl::GetFlag(FLAGS_wait_seconds));
+  neffd::v1::LockResponse response;
+  grpc::ClientContext context;
+  grpc::Status status = stub->Lock(&context, request, &response);
+  if (!status.ok()) {
+    std::printf("ERROR %d %s\n", status.error_code(),
+                status.error_message().c_str());
+    return 1;
+  }
+  std::printf("%s %s\n",
+              neffd::v1::LockResponse::Outcome_Name(response.outcome()).c_str(),
+              response.lease().lease_id().c_str());
+  std::fflush(stdout);
+  if (response.outcome() != neffd::v1::LockResponse::GRANTED) return 0;
+  const int heartbeat_ms = absl::GetFlag(FLAGS_heartbeat_ms);
+  for (;;) {
+    if (heartbeat_ms == 0) {
+      pause();
+      continue;
+    }
+    absl::SleepFor(absl::Milliseconds(heartbeat_ms));
+    neffd::v1::KeepAliveRequest keep;
+    keep.set_lease_id(response.lease().lease_id());
+    neffd::v1::KeepAliveResponse ignored;
+    grpc::ClientContext keep_context;
+    stub->KeepAlive(&keep_context, keep, &ignored);
+  }
+}
