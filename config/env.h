@@ -2,17 +2,20 @@
 //
 // The one place that knows every environment variable neffd, its client
 // library, the allocator and torch-neuronx read (spec:
-// torch-neuronx-env-vars.rst, plus neffd's own NEFFD_ADDRESS). Each variable
-// has a VarSpec: name, type, default, the spec's description, its validation
-// and which components read it. The table is data (config/registry.cc);
-// docs/CONFIG.md is generated from it (`neuronx-env --markdown`).
+// torch-neuronx-env-vars.rst, plus RANK and neffd's own NEFFD_ADDRESS). Each
+// variable has a VarSpec: name, type, default, the spec's description, its
+// validation and which components read it. The table is data
+// (config/registry.cc); docs/CONFIG.md is generated from it
+// (`neuronx-env --markdown`).
 //
 // An EnvSnapshot reads the environment once and answers typed values, each
 // with its Origin, plus the warnings found while reading:
 //   - a value that fails validation is reported (naming variable and value)
 //     and the default is kept, with origin kInvalid;
 //   - defaults that depend on the host or process (user name, uid, PyTorch
-//     version, EC2 instance type, the stream) have origin kDerived;
+//     version, EC2 instance type), and values forced by another variable,
+//     have origin kDerived; the split-collective defaults depend on the
+//     stream and are asked through Split*Enabled();
 //   - a TORCH_NEURONX_*, NEURON_* or NEFFD_* variable that is not in the
 //     registry but within edit distance 2 of one that is gives the warning
 //     "unknown variable X; did you mean Y?".

@@ -17,8 +17,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "config/env.h"
 #include "config/parse.h"
 #include "config/render.h"
@@ -103,6 +106,12 @@ int Run(const std::vector<char*>& args) {
 }  // namespace neffd::config
 
 int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::StrContains(path, "config/neuronx_env_main");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "Shows the effective neffd / torch-neuronx configuration of this "
       "environment.\n  neuronx-env [--json | --explain NAME | --markdown] "

@@ -13,10 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/env.h"
+#include "config/json_testing.h"
 #include "config/render.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
@@ -84,23 +84,6 @@ Result RunClean(const std::vector<std::string>& vars,
   result.out = ReadFile(out_path);
   result.err = ReadFile(err_path);
   return result;
-}
-
-google::protobuf::Struct ParseJson(const std::string& json) {
-  google::protobuf::Struct root;
-  auto status = google::protobuf::util::JsonStringToMessage(json, &root);
-  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json;
-  return root;
-}
-
-const google::protobuf::Struct& VariableOf(const google::protobuf::Struct& root,
-                                           const std::string& name) {
-  return root.fields()
-      .at("variables")
-      .struct_value()
-      .fields()
-      .at(name)
-      .struct_value();
 }
 
 // Acceptance: `env -i TORCH_NEURONX_LOG_LEVEL=7

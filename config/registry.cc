@@ -189,7 +189,7 @@ std::vector<VarSpec> MakeRegistry() {
                   nullptr, kTorchNeuronx,
                   "Where the NKI kernel compile cache is persisted when "
                   "`NKI_ENABLE_TRACE_CACHE` is on."),
-              Derivation::kUid, "/var/tmp/nki-trace-cache-<uid>/"),
+              Derivation::kUid, "`/var/tmp/nki-trace-cache-<uid>/`"),
       Bool(kCache, "TORCH_CACHING_PRECOMPILE", "false", kTorchNeuronx,
            "When `1`, enables the PyTorch Dynamo precompile cache, which "
            "caches the backend result of the Dynamo trace of any "
@@ -204,7 +204,7 @@ std::vector<VarSpec> MakeRegistry() {
                   "variable and affects the location of other caches as "
                   "well. Refer to the PyTorch documentation for details on "
                   "other caches."),
-              Derivation::kUserName, "/tmp/torchinductor_<user name>/"),
+              Derivation::kUserName, "`/tmp/torchinductor_<user name>/`"),
 
       Bool(kEager, "NEURON_LAUNCH_BLOCKING", "false", kTorchNeuronx,
            "When `1`, forces synchronous execution. Useful for debugging."),

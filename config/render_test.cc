@@ -9,9 +9,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "config/env.h"
+#include "config/json_testing.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace neffd::config {
@@ -28,24 +28,10 @@ EnvSnapshot Snapshot(const std::map<std::string, std::string>& env) {
   return EnvSnapshot::FromMap(env, options);
 }
 
-google::protobuf::Struct ParseJson(const std::string& json) {
-  google::protobuf::Struct root;
-  auto status = google::protobuf::util::JsonStringToMessage(json, &root);
-  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json;
-  return root;
-}
-
 const google::protobuf::Value& Variable(const google::protobuf::Struct& root,
                                         const std::string& name,
                                         const std::string& field) {
-  return root.fields()
-      .at("variables")
-      .struct_value()
-      .fields()
-      .at(name)
-      .struct_value()
-      .fields()
-      .at(field);
+  return VariableOf(root, name).fields().at(field);
 }
 
 TEST(RenderJson, TypedValuesOriginsAndWarnings) {
