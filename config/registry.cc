@@ -28,10 +28,17 @@ constexpr unsigned kNeffd = kDaemon | kClient;
 constexpr VarSpec Var(const char* section, const char* name, Type type,
                       Rule rule, const char* default_value, unsigned readers,
                       const char* doc) {
-  return VarSpec{
-      name,    section, type,   rule,    default_value, Derivation::kNone,
-      nullptr, 0,       kNoMax, nullptr, nullptr,       readers,
-      doc};
+  VarSpec spec{};
+  spec.name = name;
+  spec.section = section;
+  spec.type = type;
+  spec.rule = rule;
+  spec.default_value = default_value;
+  spec.derivation = Derivation::kNone;
+  spec.max = kNoMax;
+  spec.readers = readers;
+  spec.doc = doc;
+  return spec;
 }
 
 constexpr VarSpec Bool(const char* section, const char* name,
