@@ -58,6 +58,8 @@ constexpr Ordering kOrderings[] = {
     {2, 3},  // kMediumSegmentSize >= kMediumThreshold
 };
 
+constexpr size_t kSmallSegmentSizeKey = 1;
+constexpr size_t kMediumSegmentSizeKey = 2;
 constexpr size_t kSmallSplitThresholdKey = 7;
 constexpr size_t kLargeSplitThresholdKey = 8;
 
@@ -191,6 +193,15 @@ ParsedSegmentAllocatorConfig ParseSegmentAllocatorConfig(
   }
   if (!seen[kLargeSplitThresholdKey]) {
     config.large_split_threshold = config.pool_boundary;
+  }
+  for (size_t segment_key : {kSmallSegmentSizeKey, kMediumSegmentSizeKey}) {
+    const KeySpec& seg = kKeys[segment_key];
+    if (config.max_split_size_bytes < config.*seg.field) {
+      warnings.push_back(absl::StrFormat(
+          "%skMaxSplitSizeBytes=%d is below %s=%d: such segments are never "
+          "split, so each request takes a whole one",
+          kPrefix, config.max_split_size_bytes, seg.name, config.*seg.field));
+    }
   }
   if (!IsPowerOfTwo(config.roundup_power2_divisions)) {
     warnings.push_back(absl::StrFormat(

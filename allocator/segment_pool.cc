@@ -2,17 +2,34 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 
 namespace neffd::allocator {
 namespace {
+
+struct Block;
+
+// Key of a free block: best fit is the first key not below (size, 0). The
+// fields are mutable so FreeIndex::Replace can rewrite a key in place when
+// that keeps the order.
+struct FreeKey {
+  mutable size_t size;
+  mutable uintptr_t addr;
+  mutable Block* block;
+};
+struct FreeKeyLess {
+  bool operator()(const FreeKey& a, const FreeKey& b) const {
+    return a.size != b.size ? a.size < b.size : a.addr < b.addr;
+  }
+};
+using FreeSet = std::set<FreeKey, FreeKeyLess>;
 
 // A contiguous piece of one segment. The blocks of a segment form a list in
 // address order (prev/next); a block with neither neighbour is a whole
@@ -23,39 +40,96 @@ struct Block {
   size_t requested;  // while allocated
   Block* prev;
   Block* next;
+  FreeSet::iterator free_it;  // while free and cached
   PoolKind pool;
   bool allocated;
 
   bool IsSplit() const { return prev != nullptr || next != nullptr; }
 };
 
-// Key of a free block: best fit is the first key not below (size, 0).
-struct FreeKey {
-  size_t size;
-  uintptr_t addr;
-  Block* block;
-};
-struct FreeKeyLess {
-  bool operator()(const FreeKey& a, const FreeKey& b) const {
-    return a.size != b.size ? a.size < b.size : a.addr < b.addr;
+// The free blocks of one pool ordered by (size, address). Each cached block
+// remembers its position, so removing it needs no search, and set nodes are
+// recycled, so a warm allocate/free cycle never calls malloc. (absl's btree
+// was measured slower here: its erase alone cost ~35 ns.)
+class FreeIndex {
+ public:
+  // The best fit for `size`: the smallest (size, address) not below it.
+  Block* BestFit(size_t size) const {
+    auto it = set_.lower_bound(FreeKey{size, 0, nullptr});
+    return it == set_.end() ? nullptr : it->block;
   }
+
+  void Insert(Block* block) {
+    const FreeKey key{block->size, block->addr, block};
+    if (spare_.empty()) {
+      block->free_it = set_.insert(key).first;
+      return;
+    }
+    FreeSet::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.value() = key;
+    block->free_it = set_.insert(std::move(node)).position;
+  }
+
+  void Erase(Block* block) { spare_.push_back(set_.extract(block->free_it)); }
+
+  // Erase(old) + Insert(block) in one step: `block` takes over the position
+  // of `old`, rewriting the key in place when the order allows (the common
+  // case of a split or coalesce that does not pass another free block).
+  void Replace(Block* old, Block* block) {
+    const FreeSet::iterator it = old->free_it;
+    const FreeKey key{block->size, block->addr, block};
+    const FreeKeyLess less;
+    const bool after_prev = it == set_.begin() || less(*std::prev(it), key);
+    const FreeSet::iterator next = std::next(it);
+    if (after_prev && (next == set_.end() || less(key, *next))) {
+      it->size = key.size;
+      it->addr = key.addr;
+      it->block = block;
+      block->free_it = it;
+      return;
+    }
+    FreeSet::node_type node = set_.extract(it);
+    node.value() = key;
+    block->free_it = set_.insert(next, std::move(node));
+  }
+
+  // Calls f(block) for every cached block; f may not change the index.
+  template <typename F>
+  void ForEach(F f) const {
+    for (const FreeKey& key : set_) f(key.block);
+  }
+
+ private:
+  FreeSet set_;
+  std::vector<FreeSet::node_type> spare_;
 };
-using FreeSet = absl::btree_set<FreeKey, FreeKeyLess>;
 
 // Recycles Block objects so splitting and coalescing do not call malloc.
 class BlockArena {
  public:
-  Block* New() {
+  // A free (not allocated) block with the given place in its segment.
+  Block* New(uintptr_t addr, size_t size, Block* prev, Block* next,
+             PoolKind pool) {
+    Block* b;
     if (free_ != nullptr) {
-      Block* b = free_;
+      b = free_;
       free_ = b->next;
-      return b;
+    } else {
+      if (chunks_.empty() || used_ == kChunk) {
+        chunks_.push_back(std::make_unique<Block[]>(kChunk));
+        used_ = 0;
+      }
+      b = &chunks_.back()[used_++];
     }
-    if (chunks_.empty() || used_ == kChunk) {
-      chunks_.push_back(std::make_unique<Block[]>(kChunk));
-      used_ = 0;
-    }
-    return &chunks_.back()[used_++];
+    b->addr = addr;
+    b->size = size;
+    b->requested = 0;
+    b->prev = prev;
+    b->next = next;
+    b->pool = pool;
+    b->allocated = false;
+    return b;
   }
   void Delete(Block* b) {
     b->next = free_;
@@ -86,10 +160,10 @@ class NeuronSegmentPool::Impl {
   ~Impl() {
     absl::MutexLock lock(&mu_);
     std::vector<Block*> heads;
-    for (const FreeSet& set : free_) {
-      for (const FreeKey& key : set) {
-        if (key.block->prev == nullptr) heads.push_back(key.block);
-      }
+    for (const FreeIndex& index : free_) {
+      index.ForEach([&heads](Block* block) {
+        if (block->prev == nullptr) heads.push_back(block);
+      });
     }
     for (const auto& [addr, block] : live_) {
       if (block->prev == nullptr) heads.push_back(block);
@@ -111,13 +185,27 @@ class NeuronSegmentPool::Impl {
       ++stats_.num_ooms;
       return OutOfMemory(bytes, bytes);
     }
-    Block* block = TakeFreeBlock(p.pool, p.rounded);
-    if (block == nullptr) {
+    FreeIndex& index = free_[static_cast<int>(p.pool)];
+    Block* block = FindFreeBlock(p.pool, p.rounded);
+    const bool cached = block != nullptr;
+    if (cached) {
+      CountInactiveSplit(block, -1);
+    } else {
       absl::StatusOr<Block*> fresh = NewSegment(p);
       if (!fresh.ok()) return fresh.status();
       block = *fresh;
     }
-    MaybeSplit(block, p.rounded);
+    Block* rest = MaybeSplit(block, p.rounded);
+    if (rest != nullptr) {
+      CountInactiveSplit(rest, +1);
+      if (cached) {
+        index.Replace(block, rest);
+      } else {
+        index.Insert(rest);
+      }
+    } else if (cached) {
+      index.Erase(block);
+    }
     block->allocated = true;
     block->requested = bytes;
     live_.emplace(block->addr, block);
@@ -152,9 +240,34 @@ class NeuronSegmentPool::Impl {
                                     static_cast<int64_t>(block->requested));
     block->allocated = false;
     block->requested = 0;
-    Absorb(block, block->prev);
-    Absorb(block, block->next);
-    InsertFree(block);
+    // Coalesce; the merged block takes over a free neighbour's place in the
+    // index.
+    FreeIndex& index = free_[static_cast<int>(pool)];
+    Block* const prev = block->prev;
+    Block* const next = block->next;
+    Block* donor = nullptr;
+    if (prev != nullptr && !prev->allocated) {
+      CountInactiveSplit(prev, -1);
+      Merge(block, prev);
+      donor = prev;
+    }
+    if (next != nullptr && !next->allocated) {
+      CountInactiveSplit(next, -1);
+      Merge(block, next);
+      if (donor == nullptr) {
+        donor = next;
+      } else {
+        index.Erase(next);
+        arena_.Delete(next);
+      }
+    }
+    if (donor != nullptr) {
+      index.Replace(donor, block);
+      arena_.Delete(donor);
+    } else {
+      index.Insert(block);
+    }
+    CountInactiveSplit(block, +1);
     return absl::OkStatus();
   }
 
@@ -185,65 +298,56 @@ class NeuronSegmentPool::Impl {
                                     : config_.large_split_threshold;
   }
 
-  // Best fit for `rounded` in `pool`, removed from the free set; nullptr if
-  // no cached block may serve it.
-  Block* TakeFreeBlock(PoolKind pool, size_t rounded)
+  // Best fit for `rounded` in `pool` (still in the index); nullptr if no
+  // cached block may serve it.
+  Block* FindFreeBlock(PoolKind pool, size_t rounded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    FreeSet& set = free_[static_cast<int>(pool)];
-    auto it = set.lower_bound(FreeKey{rounded, 0, nullptr});
-    if (it == set.end()) return nullptr;
-    Block* block = it->block;
+    Block* block = free_[static_cast<int>(pool)].BestFit(rounded);
+    if (block == nullptr) return nullptr;
     // Larger blocks are larger still, so if the best fit is a non-splittable
     // block that wastes too much, so is every other candidate.
     if (block->size > config_.max_split_size_bytes &&
         block->size - rounded > config_.max_non_split_rounding_bytes) {
       return nullptr;
     }
-    set.erase(it);
-    if (block->IsSplit()) {
-      stats_.inactive_split.Decrease(pool, 1);
-      stats_.inactive_split_bytes.Decrease(pool,
-                                           static_cast<int64_t>(block->size));
-    }
     return block;
   }
 
-  // Splits off the tail of `block` beyond `rounded` when the rules allow and
-  // caches it.
-  void MaybeSplit(Block* block, size_t rounded)
+  // Splits off the tail of `block` beyond `rounded` when the rules allow;
+  // the new free tail (not yet in the index), or nullptr.
+  Block* MaybeSplit(Block* block, size_t rounded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const size_t remaining = block->size - rounded;
     if (remaining == 0 || remaining < SplitThreshold(block->pool) ||
         block->size > config_.max_split_size_bytes) {
-      return;
+      return nullptr;
     }
-    Block* rest = arena_.New();
-    *rest = Block{block->addr + rounded, remaining,   0,    block,
-                  block->next,           block->pool, false};
+    Block* rest = arena_.New(block->addr + rounded, remaining, block,
+                             block->next, block->pool);
     if (block->next != nullptr) block->next->prev = rest;
     block->next = rest;
     block->size = rounded;
-    InsertFree(rest);
+    return rest;
   }
 
-  void InsertFree(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    free_[static_cast<int>(block->pool)].insert(
-        FreeKey{block->size, block->addr, block});
-    if (block->IsSplit()) {
+  // Adds (+1) or removes (-1) the free `block` from the inactive-split
+  // statistics if it is part of a split segment.
+  void CountInactiveSplit(const Block* block, int sign)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!block->IsSplit()) return;
+    const int64_t bytes = static_cast<int64_t>(block->size);
+    if (sign > 0) {
       stats_.inactive_split.Increase(block->pool, 1);
-      stats_.inactive_split_bytes.Increase(block->pool,
-                                           static_cast<int64_t>(block->size));
+      stats_.inactive_split_bytes.Increase(block->pool, bytes);
+    } else {
+      stats_.inactive_split.Decrease(block->pool, 1);
+      stats_.inactive_split_bytes.Decrease(block->pool, bytes);
     }
   }
 
-  // Merges the free neighbour `src` (if it is free) into `dst`.
-  void Absorb(Block* dst, Block* src) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (src == nullptr || src->allocated) return;
-    free_[static_cast<int>(src->pool)].erase(
-        FreeKey{src->size, src->addr, src});
-    stats_.inactive_split.Decrease(src->pool, 1);
-    stats_.inactive_split_bytes.Decrease(src->pool,
-                                         static_cast<int64_t>(src->size));
+  // Merges the neighbour `src` into `dst`; `src` stays in the index and the
+  // arena for the caller to deal with.
+  static void Merge(Block* dst, Block* src) {
     if (src == dst->prev) {
       dst->addr = src->addr;
       dst->prev = src->prev;
@@ -253,7 +357,6 @@ class NeuronSegmentPool::Impl {
       if (dst->next != nullptr) dst->next->prev = dst;
     }
     dst->size += src->size;
-    arena_.Delete(src);
   }
 
   // A whole new segment for `p` as one (not yet cached) block, flushing the
@@ -281,15 +384,8 @@ class NeuronSegmentPool::Impl {
     const int64_t bytes = static_cast<int64_t>(p.segment_bytes);
     stats_.segment.Increase(p.pool, 1);
     stats_.reserved_bytes.Increase(p.pool, bytes);
-    Block* block = arena_.New();
-    *block = Block{reinterpret_cast<uintptr_t>(*segment),
-                   p.segment_bytes,
-                   0,
-                   nullptr,
-                   nullptr,
-                   p.pool,
-                   false};
-    return block;
+    return arena_.New(reinterpret_cast<uintptr_t>(*segment), p.segment_bytes,
+                      nullptr, nullptr, p.pool);
   }
 
   absl::Status OutOfMemory(size_t requested, size_t asked)
@@ -306,23 +402,22 @@ class NeuronSegmentPool::Impl {
 
   // Returns every wholly free cached segment; the bytes released.
   size_t ReleaseCachedSegments() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<Block*> whole;
+    for (const FreeIndex& index : free_) {
+      index.ForEach([&whole](Block* block) {
+        if (!block->IsSplit()) whole.push_back(block);
+      });
+    }
     size_t released = 0;
-    for (FreeSet& set : free_) {
-      for (auto it = set.begin(); it != set.end();) {
-        Block* block = it->block;
-        if (block->IsSplit()) {
-          ++it;
-          continue;
-        }
-        it = set.erase(it);
-        released += block->size;
-        ++stats_.num_device_free;
-        stats_.segment.Decrease(block->pool, 1);
-        stats_.reserved_bytes.Decrease(block->pool,
-                                       static_cast<int64_t>(block->size));
-        ReturnToProvider(reinterpret_cast<void*>(block->addr), block->size);
-        arena_.Delete(block);
-      }
+    for (Block* block : whole) {
+      free_[static_cast<int>(block->pool)].Erase(block);
+      released += block->size;
+      ++stats_.num_device_free;
+      stats_.segment.Decrease(block->pool, 1);
+      stats_.reserved_bytes.Decrease(block->pool,
+                                     static_cast<int64_t>(block->size));
+      ReturnToProvider(reinterpret_cast<void*>(block->addr), block->size);
+      arena_.Delete(block);
     }
     return released;
   }
@@ -340,7 +435,7 @@ class NeuronSegmentPool::Impl {
   const size_t divisions_;
   SegmentProvider* const provider_;
   mutable absl::Mutex mu_;
-  FreeSet free_[2] ABSL_GUARDED_BY(mu_);
+  FreeIndex free_[2] ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uintptr_t, Block*> live_ ABSL_GUARDED_BY(mu_);
   BlockArena arena_ ABSL_GUARDED_BY(mu_);
   MemoryStats stats_ ABSL_GUARDED_BY(mu_);
