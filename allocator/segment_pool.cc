@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "allocator/internal/mutex_lock.h"
 
 namespace neffd::allocator {
 namespace {
@@ -158,7 +159,7 @@ class NeuronSegmentPool::Impl {
         provider_(provider) {}
 
   ~Impl() {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     std::vector<Block*> heads;
     for (const FreeIndex& index : free_) {
       index.ForEach([&heads](Block* block) {
@@ -180,7 +181,7 @@ class NeuronSegmentPool::Impl {
   absl::StatusOr<Allocation> Allocate(size_t bytes) {
     if (bytes == 0) return Allocation();
     Placement p;
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     if (!PlaceRequestFast(config_, divisions_, bytes, &p)) {
       ++stats_.num_ooms;
       return OutOfMemory(bytes, bytes);
@@ -220,7 +221,7 @@ class NeuronSegmentPool::Impl {
 
   absl::Status Free(void* ptr) {
     if (ptr == nullptr) return absl::OkStatus();
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == live_.end()) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -272,17 +273,17 @@ class NeuronSegmentPool::Impl {
   }
 
   size_t EmptyCache() {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return ReleaseCachedSegments();
   }
 
   MemoryStats GetStats() const {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return stats_;
   }
 
   void ResetPeakStats() {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     for (StatArray* a :
          {&stats_.allocation, &stats_.segment, &stats_.active,
           &stats_.inactive_split, &stats_.allocated_bytes,

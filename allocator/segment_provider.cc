@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "allocator/internal/mutex_lock.h"
 
 namespace neffd::allocator {
 
@@ -13,7 +14,7 @@ HostMemoryProvider::HostMemoryProvider(size_t capacity_bytes)
     : capacity_(capacity_bytes) {}
 
 HostMemoryProvider::~HostMemoryProvider() {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   for (const auto& [ptr, bytes] : mappings_) munmap(ptr, bytes);
 }
 
@@ -22,7 +23,7 @@ absl::StatusOr<void*> HostMemoryProvider::AllocateSegment(size_t bytes) {
     return absl::InvalidArgumentError(
         "HostMemoryProvider: a segment of 0 bytes was requested");
   }
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   if (bytes > capacity_ - used_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "HostMemoryProvider: %d bytes requested, %d of %d bytes free", bytes,
@@ -44,7 +45,7 @@ absl::StatusOr<void*> HostMemoryProvider::AllocateSegment(size_t bytes) {
 }
 
 absl::Status HostMemoryProvider::FreeSegment(void* segment, size_t bytes) {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   auto it = mappings_.find(segment);
   if (it == mappings_.end() || it->second != bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -63,17 +64,17 @@ absl::Status HostMemoryProvider::FreeSegment(void* segment, size_t bytes) {
 
 size_t HostMemoryProvider::FreeBytes() const {
   if (capacity_ == kUnlimited) return kUnknownFreeBytes;
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   return capacity_ - used_;
 }
 
 size_t HostMemoryProvider::used_bytes() const {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   return used_;
 }
 
 size_t HostMemoryProvider::live_segments() const {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   return mappings_.size();
 }
 

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "allocator/internal/mutex_lock.h"
 #include "allocator/segment_provider.h"
 
 namespace neffd::allocator::testing {
@@ -36,13 +37,13 @@ class FakeSegmentProvider : public SegmentProvider {
   // The next `count` AllocateSegment calls fail with `code`.
   void FailNext(int count,
                 absl::StatusCode code = absl::StatusCode::kResourceExhausted) {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     fail_count_ = count;
     fail_code_ = code;
   }
 
   absl::StatusOr<void*> AllocateSegment(size_t bytes) override {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     ++allocate_calls_;
     if (fail_count_ > 0) {
       --fail_count_;
@@ -62,7 +63,7 @@ class FakeSegmentProvider : public SegmentProvider {
   }
 
   absl::Status FreeSegment(void* segment, size_t bytes) override {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     auto it = live_.find(reinterpret_cast<uintptr_t>(segment));
     if (it == live_.end() || it->second != bytes) {
       ++bad_frees_;
@@ -76,33 +77,33 @@ class FakeSegmentProvider : public SegmentProvider {
   }
 
   size_t FreeBytes() const override {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return capacity_ == kUnlimited ? kUnknownFreeBytes : capacity_ - used_;
   }
 
   size_t used_bytes() const {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return used_;
   }
   size_t live_segments() const {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return live_.size();
   }
   int allocate_calls() const {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return allocate_calls_;
   }
   int free_calls() const {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return free_calls_;
   }
   int bad_frees() const {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return bad_frees_;
   }
   // Sizes of the successful AllocateSegment calls, in order.
   std::vector<size_t> segment_sizes() const {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return sizes_;
   }
 
