@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -78,6 +79,49 @@ TEST_F(DaemonLifecycleTest, SigtermExitsCleanlyAndTheIndexServesAfterRestart) {
   CommandResult stats = Ctl({"--json", "stats"});
   EXPECT_TRUE(absl::StrContains(stats.out, "\"entries\":\"1\"")) << stats.out;
   EXPECT_EQ(Ctl({"lookup", "neff", "k1"}).exit_code, 0);
+}
+
+TEST(DaemonShutdownTest, SigtermLetsAnInFlightPublishFinish) {
+  const std::string root = NewTempDir("inflight");
+  DaemonProcess daemon(root, {"--shutdown_grace=120"});
+  ASSERT_TRUE(daemon.Start());
+  auto stub = daemon.NewStub();
+  v1::LockRequest lock;
+  lock.mutable_id()->set_namespace_("neff");
+  lock.mutable_id()->set_compiler_version("1.0");
+  lock.mutable_id()->set_key("big");
+  v1::LockResponse granted;
+  grpc::ClientContext lock_context;
+  ASSERT_TRUE(stub->Lock(&lock_context, lock, &granted).ok());
+  // 512 MiB of zeros (sparse to write, real work to copy and hash).
+  const std::string staged = granted.lease().staging_dir() + "/big.neff";
+  ASSERT_EQ(truncate((WriteFile(staged, ""), staged).c_str(), 512 << 20), 0);
+  v1::PublishRequest publish;
+  publish.set_lease_id(granted.lease().lease_id());
+  *publish.mutable_id() = lock.id();
+  publish.set_staged_path(staged);
+  publish.set_size(512 << 20);
+  publish.set_sha256(
+      "9acca8e8c22201155389f65abbf6bc9723edc7384ead80503839f49dcc56d767");
+  grpc::Status published;
+  std::thread publisher([&] {
+    v1::PublishResponse response;
+    grpc::ClientContext context;
+    published = stub->Publish(&context, publish, &response);
+  });
+  usleep(100000);
+  daemon.Signal(SIGTERM);
+  publisher.join();
+  EXPECT_TRUE(published.ok()) << published.error_message();
+  EXPECT_EQ(daemon.Wait(), 0);
+  ASSERT_TRUE(daemon.Start());
+  v1::LookupRequest lookup;
+  *lookup.mutable_id() = lock.id();
+  v1::LookupResponse hit;
+  grpc::ClientContext lookup_context;
+  ASSERT_TRUE(daemon.NewStub()->Lookup(&lookup_context, lookup, &hit).ok());
+  EXPECT_EQ(hit.result(), v1::LookupResponse::HIT);
+  EXPECT_EQ(hit.entry().size(), 512u << 20);
 }
 
 TEST_F(DaemonLifecycleTest, TruncatedNeffIsNeverServed) {
