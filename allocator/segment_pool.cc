@@ -213,8 +213,6 @@ class NeuronSegmentPool::Impl {
     const int64_t size = static_cast<int64_t>(block->size);
     stats_.allocation.Increase(p.pool, 1);
     stats_.allocated_bytes.Increase(p.pool, size);
-    stats_.active.Increase(p.pool, 1);
-    stats_.active_bytes.Increase(p.pool, size);
     stats_.requested_bytes.Increase(p.pool, static_cast<int64_t>(bytes));
     return Allocation{reinterpret_cast<void*>(block->addr), block->size, bytes};
   }
@@ -235,8 +233,6 @@ class NeuronSegmentPool::Impl {
     const int64_t size = static_cast<int64_t>(block->size);
     stats_.allocation.Decrease(pool, 1);
     stats_.allocated_bytes.Decrease(pool, size);
-    stats_.active.Decrease(pool, 1);
-    stats_.active_bytes.Decrease(pool, size);
     stats_.requested_bytes.Decrease(pool,
                                     static_cast<int64_t>(block->requested));
     block->allocated = false;
@@ -279,15 +275,19 @@ class NeuronSegmentPool::Impl {
 
   MemoryStats GetStats() const {
     internal::MutexLock lock(&mu_);
-    return stats_;
+    MemoryStats stats = stats_;
+    // Without streams a block is active exactly while it is allocated, so
+    // the hot path keeps only the allocation statistics.
+    stats.active = stats.allocation;
+    stats.active_bytes = stats.allocated_bytes;
+    return stats;
   }
 
   void ResetPeakStats() {
     internal::MutexLock lock(&mu_);
     for (StatArray* a :
-         {&stats_.allocation, &stats_.segment, &stats_.active,
-          &stats_.inactive_split, &stats_.allocated_bytes,
-          &stats_.reserved_bytes, &stats_.active_bytes,
+         {&stats_.allocation, &stats_.segment, &stats_.inactive_split,
+          &stats_.allocated_bytes, &stats_.reserved_bytes,
           &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
       a->ResetPeak();
     }

@@ -29,21 +29,6 @@ bool ParseSize(absl::string_view s, size_t* out) {
   return true;
 }
 
-// Adapts NeuronSegmentPool to ReplayOps.
-class PoolBackend {
- public:
-  explicit PoolBackend(NeuronSegmentPool& pool) : pool_(pool) {}
-  void* Allocate(size_t bytes) {
-    absl::StatusOr<Allocation> a = pool_.Allocate(bytes);
-    return a.ok() ? a->ptr : nullptr;
-  }
-  void Free(void* ptr) { pool_.Free(ptr).IgnoreError(); }
-  void EmptyCache() { pool_.EmptyCache(); }
-
- private:
-  NeuronSegmentPool& pool_;
-};
-
 }  // namespace
 
 absl::StatusOr<Trace> ParseTrace(absl::string_view text) {
@@ -132,7 +117,7 @@ double ReplayResult::ops_per_second() const {
 
 ReplayResult ReplayTrace(const Trace& trace, NeuronSegmentPool& pool) {
   std::vector<void*> slots(trace.num_slots, nullptr);
-  PoolBackend backend(pool);
+  PoolReplayBackend backend(pool);
   ReplayResult result;
   const absl::Time start = absl::Now();
   result.failed_allocations = ReplayOps(trace, backend, slots);

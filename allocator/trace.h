@@ -82,6 +82,21 @@ int64_t ReplayOps(const Trace& trace, Backend& backend,
   return failed;
 }
 
+// Adapts a NeuronSegmentPool to ReplayOps: a failed allocation is nullptr.
+class PoolReplayBackend {
+ public:
+  explicit PoolReplayBackend(NeuronSegmentPool& pool) : pool_(pool) {}
+  void* Allocate(size_t bytes) {
+    absl::StatusOr<Allocation> a = pool_.Allocate(bytes);
+    return a.ok() ? a->ptr : nullptr;
+  }
+  void Free(void* ptr) { pool_.Free(ptr).IgnoreError(); }
+  void EmptyCache() { pool_.EmptyCache(); }
+
+ private:
+  NeuronSegmentPool& pool_;
+};
+
 struct ReplayResult {
   MemoryStats stats;  // at the end of the trace
   int64_t ops = 0;    // operations replayed
