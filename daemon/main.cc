@@ -35,6 +35,10 @@ ABSL_FLAG(int64_t, failed_ttl, 3600,
           "seconds a recorded compile failure is served before a retry");
 ABSL_FLAG(int64_t, shutdown_grace, 10,
           "seconds in-flight calls get to finish on SIGTERM");
+ABSL_FLAG(double, poll_interval, 1.0,
+          "seconds between checks of a key another host is compiling");
+ABSL_FLAG(bool, shared_leases, true,
+          "take cross-host lease files on the shared store");
 ABSL_FLAG(std::string, host_id, "", "this host's name (default: hostname)");
 ABSL_FLAG(std::string, socket_group, "neuron",
           "group that owns the unix socket (mode 0660) when it exists");
@@ -100,6 +104,13 @@ int main(int argc, char** argv) {
   options.lease_ttl = absl::Seconds(absl::GetFlag(FLAGS_lease_ttl));
   options.failed_ttl = absl::Seconds(absl::GetFlag(FLAGS_failed_ttl));
   options.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace));
+  if (!(absl::GetFlag(FLAGS_poll_interval) > 0)) {
+    return Fail(kExitBadConfig,
+                "--poll_interval must be a positive number of "
+                "seconds");
+  }
+  options.poll_interval = absl::Seconds(absl::GetFlag(FLAGS_poll_interval));
+  options.shared_leases = absl::GetFlag(FLAGS_shared_leases);
 
   // Block the stop signals before any thread starts so only sigwait sees them.
   sigset_t stop;

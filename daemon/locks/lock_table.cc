@@ -1,9 +1,6 @@
 #include "daemon/locks/lock_table.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <openssl/rand.h>
-#include <sys/file.h>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -37,31 +34,22 @@ void LockTable::Run(Pending& pending) {
 
 bool LockTable::TryGrant(Slot& slot, const HolderInfo& holder,
                          std::string* lease_id) {
-  const EntryKey& id = slot.id;
-  const std::string dir =
-      absl::StrCat(options_.locks_dir, "/", NamespaceName(id.ns()), "/",
-                   id.compiler_version());
-  const std::string path = absl::StrCat(dir, "/", id.key(), ".lock");
-  UniqueFd fd(
-      open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0664));
-  if (!fd.valid() && errno == ENOENT && MakeDirs(dir, 0775).ok()) {
-    fd = UniqueFd(
-        open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0664));
-  }
-  // An unusable lock file must not wedge the key: the in-memory lease still
-  // excludes every client of this daemon.
-  if (fd.valid() && flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return false;  // held by a daemon-less process
-  }
   Lease lease;
   lease.lease_id = NewLeaseId();
+  if (options_.external_locks != nullptr) {
+    lease.external = options_.external_locks->TryTake(slot.id, lease.lease_id);
+    if (lease.external == nullptr) {
+      slot.next_poll = options_.now() + options_.poll_interval;
+      return false;
+    }
+  }
   lease.holder = holder;
   lease.liveness_token =
       options_.liveness ? options_.liveness->Observe(holder) : std::nullopt;
-  lease.expires = options_.now() + options_.lease_ttl;
-  lease.lock_file = std::move(fd);
+  lease.refreshed = options_.now();
+  lease.expires = lease.refreshed + options_.lease_ttl;
   *lease_id = lease.lease_id;
-  lease_to_slot_[lease.lease_id] = id.Canonical();
+  lease_to_slot_[lease.lease_id] = slot.id.Canonical();
   slot.lease = std::move(lease);
   ++counts_.grants;
   return true;
@@ -141,15 +129,36 @@ absl::Status LockTable::KeepAlive(const std::string& lease_id) {
 
 absl::Status LockTable::BeginPublish(const std::string& lease_id,
                                      const EntryKey& id) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<Slot*> slot = FindLease(lease_id, &id);
-  if (!slot.ok()) return slot.status();
-  if ((*slot)->lease->publishing) {
-    return absl::FailedPreconditionError(
-        "lease_id: a publish under this lease is already in progress");
+  std::shared_ptr<ExternalLock> external;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Slot*> slot = FindLease(lease_id, &id);
+    if (!slot.ok()) return slot.status();
+    if ((*slot)->lease->publishing) {
+      return absl::FailedPreconditionError(
+          "lease_id: a publish under this lease is already in progress");
+    }
+    (*slot)->lease->publishing = true;
+    external = (*slot)->lease->external;
   }
-  (*slot)->lease->publishing = true;
-  return absl::OkStatus();
+  if (external == nullptr || external->StillHeld()) return absl::OkStatus();
+  // Another host judged this lease stale and took the entry over: its
+  // publish wins, this one must not overwrite it.
+  Pending pending;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Slot*> slot = FindLease(lease_id, &id);
+    if (slot.ok()) {
+      EndLease(**slot);
+      ++counts_.revoked;
+      GrantNext(**slot, pending);
+      DropIfIdle(id.Canonical());
+    }
+  }
+  Run(pending);
+  return absl::FailedPreconditionError(
+      "lease_id: another host broke this lease after it went stale and is "
+      "compiling the entry; its result will be served");
 }
 
 void LockTable::FinishPublish(const std::string& lease_id,
@@ -200,7 +209,7 @@ absl::Status LockTable::Release(const std::string& lease_id, const EntryKey& id,
 
 void LockTable::EndLease(Slot& slot) {
   lease_to_slot_.erase(slot.lease->lease_id);
-  slot.lease.reset();  // closing the lock file releases the flock
+  slot.lease.reset();  // drops the external locks
 }
 
 void LockTable::GrantNext(Slot& slot, Pending& pending) {
@@ -234,25 +243,48 @@ void LockTable::DropIfIdle(const std::string& canonical) {
 }
 
 void LockTable::Tick() {
-  // Liveness reads /proc; do it outside the mutex on a snapshot.
+  // I/O (/proc reads, lease-file refreshes, store probes) happens outside the
+  // mutex on a snapshot; decisions are made under it afterwards.
   struct Observed {
     std::string lease_id;
     HolderInfo holder;
     uint64_t token;
   };
   std::vector<Observed> observed;
+  std::vector<std::shared_ptr<ExternalLock>> to_refresh;
+  std::vector<EntryKey> to_probe;
   {
     absl::MutexLock lock(&mu_);
+    const absl::Time now = options_.now();
     for (auto& [canonical, slot] : slots_) {
-      if (slot.lease.has_value() && slot.lease->liveness_token.has_value()) {
-        observed.push_back({slot.lease->lease_id, slot.lease->holder,
-                            *slot.lease->liveness_token});
+      if (slot.lease.has_value()) {
+        Lease& lease = *slot.lease;
+        if (lease.liveness_token.has_value()) {
+          observed.push_back(
+              {lease.lease_id, lease.holder, *lease.liveness_token});
+        }
+        if (lease.external != nullptr &&
+            now - lease.refreshed >= options_.lease_ttl / 3) {
+          lease.refreshed = now;
+          to_refresh.push_back(lease.external);
+        }
+      } else if (!slot.waiters.empty() && slot.next_poll <= now) {
+        to_probe.push_back(slot.id);
       }
     }
   }
   absl::flat_hash_map<std::string, bool> dead;
   for (const Observed& o : observed) {
     if (!options_.liveness->IsAlive(o.holder, o.token)) dead[o.lease_id] = true;
+  }
+  for (auto& external : to_refresh) external->Refresh();
+  absl::flat_hash_map<std::string, v1::Entry> published;
+  if (options_.probe_entry) {
+    for (const EntryKey& id : to_probe) {
+      if (std::optional<v1::Entry> e = options_.probe_entry(id)) {
+        published[id.Canonical()] = *std::move(e);
+      }
+    }
   }
 
   Pending pending;
@@ -266,6 +298,19 @@ void LockTable::Tick() {
         EndLease(slot);
         ++counts_.revoked;
       }
+      if (!slot.lease.has_value()) {
+        auto found = published.find(canonical);
+        if (found != published.end()) {
+          LockEvent ready;
+          ready.outcome = LockOutcome::kReady;
+          ready.entry = found->second;
+          for (Waiter& w : slot.waiters) {
+            waiter_to_slot_.erase(w.id);
+            pending.emplace_back(std::move(w.done), ready);
+          }
+          slot.waiters.clear();
+        }
+      }
       for (auto w = slot.waiters.begin(); w != slot.waiters.end();) {
         if (w->deadline > now) {
           ++w;
@@ -278,7 +323,7 @@ void LockTable::Tick() {
         w = slot.waiters.erase(w);
         ++counts_.timeouts;
       }
-      GrantNext(slot, pending);
+      if (slot.next_poll <= now) GrantNext(slot, pending);
       if (!slot.lease.has_value() && slot.waiters.empty()) {
         idle.push_back(canonical);
       }

@@ -1,11 +1,11 @@
 // daemon/locks/lock_table.h
 //
 // LockTable decides, for this host, who compiles each entry. At most one lease
-// per key is out at a time; while it is, the table also holds an exclusive
-// flock on {locks_dir}/{ns}/{version}/{key}.lock so that processes using the
-// same directory without the daemon (the client's fallback mode) exclude and
-// are excluded by it. A key whose lock file is held by such a process is
-// granted when the file is released.
+// per key is out at a time; while it is, the table also keeps the key's
+// ExternalLock (daemon/locks/file_locks.h: the local flock that daemon-less
+// processes respect, and the cross-host lease file on the shared store). A
+// key held elsewhere is polled every poll_interval: a published entry answers
+// its waiters kReady, a released or stale hold is taken and granted.
 //
 // Waiters are parked as callbacks, never as threads: each parked request's
 // callback runs exactly once, outside the table's mutex, with one of
@@ -42,6 +42,26 @@
 
 namespace neffd {
 
+// What a lease holds outside this process (a lock file, a lease file on the
+// shared store). Released when destroyed. Implementations are thread-safe.
+class ExternalLock {
+ public:
+  virtual ~ExternalLock() = default;
+  // Keeps a time-limited hold alive; the table calls it every TTL/3.
+  virtual void Refresh() {}
+  // False once another process or host has taken the hold away.
+  virtual bool StillHeld() { return true; }
+};
+
+class ExternalLocks {
+ public:
+  virtual ~ExternalLocks() = default;
+  // Takes every hold for `id`, or returns nullptr if another process or host
+  // has one now. May do I/O.
+  virtual std::unique_ptr<ExternalLock> TryTake(
+      const EntryKey& id, const std::string& lease_id) = 0;
+};
+
 enum class LockOutcome {
   kGranted,
   kBusy,
@@ -61,10 +81,16 @@ struct LockEvent {
 using LockCallback = std::function<void(LockEvent)>;
 
 struct LockTableOptions {
-  std::string locks_dir;  // {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks
   absl::Duration lease_ttl = absl::Seconds(30);
+  // How often a key held elsewhere (another process or host) is re-checked:
+  // first for a published entry, then for a free or stale hold.
+  absl::Duration poll_interval = absl::Seconds(1);
   std::function<absl::Time()> now = [] { return absl::Now(); };
-  Liveness* liveness = nullptr;  // not owned; null: TTL only
+  Liveness* liveness = nullptr;             // not owned; null: TTL only
+  ExternalLocks* external_locks = nullptr;  // not owned; null: memory only
+  // Looks for a published entry for a key held elsewhere; called without the
+  // table's mutex. Null: never.
+  std::function<std::optional<v1::Entry>(const EntryKey&)> probe_entry;
 };
 
 class LockTable {
@@ -96,9 +122,10 @@ class LockTable {
   // Extends the lease by the TTL. FailedPrecondition if it is not held.
   absl::Status KeepAlive(const std::string& lease_id);
 
-  // Checks that `lease_id` holds `id` and pins it against revocation until
-  // FinishPublish. FailedPrecondition (unknown, expired or revoked lease, or
-  // a lease for another key) otherwise.
+  // Checks that `lease_id` holds `id` (and still holds its external locks)
+  // and pins it against revocation until FinishPublish. FailedPrecondition
+  // (unknown, expired or revoked lease, a lease for another key, or a hold
+  // another host broke) otherwise.
   absl::Status BeginPublish(const std::string& lease_id, const EntryKey& id);
   // Ends a publish. With `entry`, the key is resolved: the lease ends and
   // every waiter gets kReady. Without, the pin is dropped and the holder keeps
@@ -110,8 +137,8 @@ class LockTable {
   absl::Status Release(const std::string& lease_id, const EntryKey& id,
                        const v1::Failure* failure);
 
-  // Revokes expired or dead holders, times out waiters, retries keys whose
-  // lock file another process holds.
+  // Revokes expired or dead holders, refreshes external holds, times out
+  // waiters, polls keys held elsewhere.
   void Tick();
 
   // Answers every waiter kShutdown and refuses new requests the same way.
@@ -132,18 +159,22 @@ class LockTable {
     HolderInfo holder;
     std::optional<uint64_t> liveness_token;
     absl::Time expires;
+    absl::Time refreshed;
     bool publishing = false;
-    UniqueFd lock_file;
+    std::shared_ptr<ExternalLock> external;
   };
   struct Slot {
     explicit Slot(EntryKey k) : id(std::move(k)) {}
     EntryKey id;
     std::optional<Lease> lease;
     std::deque<Waiter> waiters;
+    // While the key is held elsewhere: when to look again.
+    absl::Time next_poll = absl::InfinitePast();
   };
   using Pending = std::vector<std::pair<LockCallback, LockEvent>>;
 
-  // Grants `slot` to `holder` if its lock file can be taken; fills lease_id.
+  // Grants `slot` to `holder` if its external locks can be taken; fills
+  // lease_id.
   bool TryGrant(Slot& slot, const HolderInfo& holder, std::string* lease_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a free slot to its first waiter that can take it.

@@ -1,5 +1,7 @@
 #include "daemon/locks/lock_table.h"
 
+#include "daemon/locks/file_locks.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -33,11 +35,16 @@ class LockTableTest : public ::testing::Test {
         getenv("TEST_TMPDIR"), "/locks_",
         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(locks_dir_);
+    FileLocksOptions files;
+    files.locks_dir = locks_dir_;
+    files.shared = false;
+    file_locks_ = NewFileLocks(files);
     LockTableOptions options;
-    options.locks_dir = locks_dir_;
     options.lease_ttl = absl::Seconds(30);
+    options.poll_interval = absl::Seconds(1);
     options.now = [this] { return now_; };
     options.liveness = &liveness_;
+    options.external_locks = file_locks_.get();
     table_ = std::make_unique<LockTable>(options);
   }
 
@@ -52,6 +59,7 @@ class LockTableTest : public ::testing::Test {
   std::string locks_dir_;
   absl::Time now_ = absl::FromUnixSeconds(1000);
   FakeLiveness liveness_;
+  std::unique_ptr<ExternalLocks> file_locks_;
   std::unique_ptr<LockTable> table_;
   EntryKey id_ = *EntryKey::Parse("neff", "2.0", "k1");
 };
@@ -198,6 +206,9 @@ TEST_F(LockTableTest, LockFileExcludesAProcessWithoutTheDaemon) {
   table_->Tick();
   EXPECT_FALSE(w1.has_value());
   close(fd);
+  table_->Tick();
+  EXPECT_FALSE(w1.has_value());  // polled once per poll_interval
+  now_ += absl::Seconds(1);
   table_->Tick();
   ASSERT_TRUE(w1.has_value());
   EXPECT_EQ(w1->outcome, LockOutcome::kGranted);

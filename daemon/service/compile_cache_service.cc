@@ -106,42 +106,11 @@ class CompileCacheService::LockReactor : public grpc::ServerUnaryReactor {
 };
 
 CompileCacheService::CompileCacheService(ServiceOptions options,
-                                         Store* neff_store, Store* hlo_store,
-                                         Index* index, LockTable* locks)
+                                         Catalog* catalog, LockTable* locks)
     : options_(std::move(options)),
-      neff_store_(neff_store),
-      hlo_store_(hlo_store),
-      index_(index),
+      catalog_(catalog),
       locks_(locks),
       started_(options_.now()) {}
-
-Store& CompileCacheService::StoreFor(const EntryKey& id) const {
-  return id.ns() == Namespace::kNeff ? *neff_store_ : *hlo_store_;
-}
-
-absl::StatusOr<std::optional<v1::Entry>> CompileCacheService::FindEntry(
-    const EntryKey& id) {
-  Store& store = StoreFor(id);
-  absl::StatusOr<std::optional<v1::IndexRecord>> record = index_->Get(id);
-  if (!record.ok()) return record.status();
-  if (record->has_value()) {
-    const v1::IndexRecord& r = **record;
-    FileIdentity verified{r.verified_inode(), r.entry().size(),
-                          r.verified_mtime_ns()};
-    if (store.StillValid(id, verified)) return r.entry();
-    if (absl::Status s = index_->Delete(id); !s.ok()) return s;
-  }
-  absl::StatusOr<StoredEntry> stored = store.Find(id);
-  if (absl::IsNotFound(stored.status())) return std::nullopt;
-  if (!stored.ok()) return stored.status();
-  v1::IndexRecord fresh;
-  *fresh.mutable_entry() = stored->entry;
-  fresh.set_verified_inode(stored->identity.inode);
-  fresh.set_verified_mtime_ns(stored->identity.mtime_ns);
-  fresh.set_last_access_unix_ms(absl::ToUnixMillis(options_.now()));
-  if (absl::Status s = index_->Put(id, fresh); !s.ok()) return s;
-  return stored->entry;
-}
 
 grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
                                          const v1::LookupRequest* request,
@@ -149,7 +118,7 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
   if (!id.ok()) return ToGrpc(id.status());
   ++counters_.lookups;
-  absl::StatusOr<std::optional<v1::Entry>> entry = FindEntry(*id);
+  absl::StatusOr<std::optional<v1::Entry>> entry = catalog_->Find(*id);
   if (!entry.ok()) return ToGrpc(entry.status());
   if (entry->has_value()) {
     ++counters_.hits;
@@ -170,7 +139,7 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
 
 absl::StatusOr<bool> CompileCacheService::AnswerWithoutLock(
     const EntryKey& id, v1::LockResponse* response) {
-  absl::StatusOr<std::optional<v1::Entry>> entry = FindEntry(id);
+  absl::StatusOr<std::optional<v1::Entry>> entry = catalog_->Find(id);
   if (!entry.ok()) return entry.status();
   if (entry->has_value()) {
     response->set_outcome(v1::LockResponse::READY);
@@ -353,12 +322,7 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
     locks_->FinishPublish(request->lease_id(), nullptr);
     return ToGrpc(result.status());
   }
-  v1::IndexRecord record;
-  *record.mutable_entry() = result->stored.entry;
-  record.set_verified_inode(result->stored.identity.inode);
-  record.set_verified_mtime_ns(result->stored.identity.mtime_ns);
-  record.set_last_access_unix_ms(absl::ToUnixMillis(options_.now()));
-  absl::Status indexed = index_->Put(*id, record);
+  absl::Status indexed = catalog_->Record(*id, result->stored);
   locks_->FinishPublish(request->lease_id(), &result->stored.entry);
   if (!indexed.ok()) return ToGrpc(indexed);
   ++(result->already_cached ? counters_.already_cached : counters_.publishes);
@@ -416,9 +380,10 @@ grpc::Status CompileCacheService::GetStats(grpc::ServerContext*,
   response->set_leases_revoked(locks.revoked);
   response->set_leases_held(locks.leases_held);
   response->set_waiters(locks.waiters);
-  Index::Totals totals = index_->totals();
+  Index::Totals totals = catalog_->index().totals();
   response->set_entries(totals.entries);
   response->set_bytes(totals.bytes);
+  response->set_store_metadata_ops(options_.shared_ops());
   response->set_uptime_ms(absl::ToInt64Milliseconds(options_.now() - started_));
   return grpc::Status::OK;
 }

@@ -1,7 +1,7 @@
 // daemon/service/compile_cache_service.h
 //
-// CompileCacheService implements neffd.v1.CompileCache over a Store per
-// namespace, the Index and the LockTable. It is the only place where wire
+// CompileCacheService implements neffd.v1.CompileCache over the Catalog
+// (index + stores) and the LockTable. It is the only place where wire
 // requests are validated: every field is checked before it reaches a path or
 // a table, and errors are INVALID_ARGUMENT (malformed field) or
 // FAILED_PRECONDITION (valid field, wrong state: a lease that is not held, a
@@ -24,7 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/index/index.h"
+#include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/store/store.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
@@ -41,14 +41,16 @@ struct ServiceOptions {
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Metadata operations made on the shared store so far (for GetStats).
+  std::function<uint64_t()> shared_ops = [] { return uint64_t{0}; };
 };
 
 class CompileCacheService final
     : public v1::CompileCache::WithCallbackMethod_Lock<
           v1::CompileCache::Service> {
  public:
-  CompileCacheService(ServiceOptions options, Store* neff_store,
-                      Store* hlo_store, Index* index, LockTable* locks);
+  CompileCacheService(ServiceOptions options, Catalog* catalog,
+                      LockTable* locks);
 
   grpc::Status Lookup(grpc::ServerContext* context,
                       const v1::LookupRequest* request,
@@ -72,11 +74,7 @@ class CompileCacheService final
  private:
   class LockReactor;
 
-  Store& StoreFor(const EntryKey& id) const;
-  // The verified entry for `id`: the index's record if the artifact still
-  // has the verified identity, else a full check of the store (which
-  // quarantines damage). nullopt on a miss.
-  absl::StatusOr<std::optional<v1::Entry>> FindEntry(const EntryKey& id);
+  Store& StoreFor(const EntryKey& id) const { return catalog_->StoreFor(id); }
   // Fills `response` for a key that needs no lock: READY or FAILED. False if
   // the key is neither cached nor failed.
   absl::StatusOr<bool> AnswerWithoutLock(const EntryKey& id,
@@ -86,9 +84,7 @@ class CompileCacheService final
                             bool client_gone, v1::LockResponse* response);
 
   const ServiceOptions options_;
-  Store* const neff_store_;
-  Store* const hlo_store_;
-  Index* const index_;
+  Catalog* const catalog_;
   LockTable* const locks_;
   const absl::Time started_;
 

@@ -8,13 +8,16 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "daemon/index/catalog.h"
 #include "daemon/index/index.h"
+#include "daemon/locks/file_locks.h"
 #include "daemon/locks/liveness.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/service/compile_cache_service.h"
@@ -32,6 +35,7 @@ constexpr long kLustreSuperMagic = 0x0BD00BD0;
 constexpr long kSmbSuperMagic = 0x517B;
 constexpr long kCifsMagic = 0xFF534D42;
 constexpr absl::Duration kTickInterval = absl::Milliseconds(100);
+constexpr int kTicksPerAccessFlush = 100;  // every 10 s
 
 std::string UnixPath(const std::string& address) {
   return absl::StartsWith(address, "unix:") ? address.substr(5) : "";
@@ -115,7 +119,10 @@ struct Daemon::Parts {
   std::unique_ptr<Store> neff_store;
   std::unique_ptr<Store> hlo_store;
   std::unique_ptr<Index> index;
+  std::unique_ptr<Catalog> catalog;
   std::unique_ptr<Liveness> liveness;
+  std::atomic<uint64_t> shared_lease_ops{0};
+  std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
   std::unique_ptr<CompileCacheService> service;
   std::unique_ptr<grpc::Server> server;
@@ -186,11 +193,34 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   if (!index.ok()) return index.status();
   parts->index = *std::move(index);
 
+  parts->catalog = std::make_unique<Catalog>(
+      parts->neff_store.get(), parts->hlo_store.get(), parts->index.get());
+  Catalog* catalog = parts->catalog.get();
+
   parts->liveness = NewProcLiveness(options.host_id);
+  FileLocksOptions file_options;
+  file_options.locks_dir = locks_dir;
+  file_options.shared = options.shared_leases;
+  file_options.host_id = options.host_id;
+  file_options.stale_after = options.lease_ttl;
+  file_options.entry_dir = [catalog](const EntryKey& id) {
+    return catalog->StoreFor(id).EntryDir(id);
+  };
+  file_options.clock_dir = [catalog](const EntryKey& id) {
+    return catalog->StoreFor(id).root() + "/.neffd";
+  };
+  file_options.shared_ops = &parts->shared_lease_ops;
+  parts->file_locks = NewFileLocks(file_options);
   LockTableOptions lock_options;
-  lock_options.locks_dir = locks_dir;
   lock_options.lease_ttl = options.lease_ttl;
+  lock_options.poll_interval = options.poll_interval;
   lock_options.liveness = parts->liveness.get();
+  lock_options.external_locks = parts->file_locks.get();
+  lock_options.probe_entry =
+      [catalog](const EntryKey& id) -> std::optional<v1::Entry> {
+    absl::StatusOr<std::optional<v1::Entry>> found = catalog->Find(id);
+    return found.ok() ? *found : std::nullopt;
+  };
   parts->locks = std::make_unique<LockTable>(lock_options);
 
   ServiceOptions service_options;
@@ -199,9 +229,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   service_options.default_lock_timeout = options.lock_timeout;
   service_options.max_entry_bytes = options.max_entry_bytes;
   service_options.max_inline_bytes = options.max_inline_bytes;
+  service_options.shared_ops = [p = parts.get()] {
+    return p->neff_store->metadata_ops() + p->hlo_store->metadata_ops() +
+           p->shared_lease_ops.load();
+  };
   parts->service = std::make_unique<CompileCacheService>(
-      service_options, parts->neff_store.get(), parts->hlo_store.get(),
-      parts->index.get(), parts->locks.get());
+      service_options, parts->catalog.get(), parts->locks.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -229,8 +262,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
 
   Parts* p = parts.get();
   p->ticker = std::thread([p] {
+    int ticks = 0;
     while (!p->stop_ticking.WaitForNotificationWithTimeout(kTickInterval)) {
       p->locks->Tick();
+      if (++ticks % kTicksPerAccessFlush == 0) {
+        (void)p->catalog->FlushAccessTimes();
+      }
     }
   });
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
@@ -263,6 +300,7 @@ void Daemon::Shutdown() {
                       absl::ToChronoSeconds(p->options.shutdown_grace));
   p->stop_ticking.Notify();
   p->ticker.join();
+  (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
   std::string socket_path = UnixPath(p->options.address);
   if (!socket_path.empty()) unlink(socket_path.c_str());

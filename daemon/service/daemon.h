@@ -38,6 +38,11 @@ struct DaemonOptions {
   absl::Duration lease_ttl = absl::Seconds(30);
   absl::Duration failed_ttl = absl::Hours(1);
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // How often a key another host (or a daemon-less process) holds is
+  // re-checked; one probe per key per interval for the whole host.
+  absl::Duration poll_interval = absl::Seconds(1);
+  // Take cross-host lease files on the shared store (DESIGN.md §6).
+  bool shared_leases = true;
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
 };

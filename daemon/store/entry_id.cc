@@ -3,6 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace neffd {
 namespace {
@@ -70,6 +71,16 @@ absl::StatusOr<EntryKey> EntryKey::Parse(absl::string_view ns,
 
 absl::StatusOr<EntryKey> EntryKey::Parse(const v1::EntryId& id) {
   return Parse(id.namespace_(), id.compiler_version(), id.key());
+}
+
+absl::StatusOr<EntryKey> EntryKey::FromCanonical(absl::string_view canonical) {
+  std::vector<absl::string_view> parts = absl::StrSplit(canonical, '/');
+  if (parts.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", absl::CHexEscape(canonical),
+                     "' is not namespace/compiler_version/key"));
+  }
+  return Parse(parts[0], parts[1], parts[2]);
 }
 
 std::string EntryKey::RelativeDir() const {

@@ -37,6 +37,9 @@ class EntryKey {
                                         absl::string_view compiler_version,
                                         absl::string_view key);
 
+  // The inverse of Canonical().
+  static absl::StatusOr<EntryKey> FromCanonical(absl::string_view canonical);
+
   Namespace ns() const { return ns_; }
   const std::string& compiler_version() const { return compiler_version_; }
   const std::string& key() const { return key_; }

@@ -73,6 +73,7 @@ std::string Store::ArtifactPath(const EntryKey& id) const {
 }
 
 bool Store::StillValid(const EntryKey& id, const FileIdentity& verified) const {
+  CountOps(2);
   struct stat st;
   std::string dir = EntryDir(id);
   if (lstat(ArtifactPath(id).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
@@ -85,10 +86,12 @@ bool Store::StillValid(const EntryKey& id, const FileIdentity& verified) const {
 absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
   const std::string dir = EntryDir(id);
   const std::string artifact = ArtifactPath(id);
+  CountOps(2);  // open model.done, open the artifact
   absl::StatusOr<std::string> done_text =
       ReadSmallFile(absl::StrCat(dir, "/", kDoneName), kMaxDoneBytes);
   if (!done_text.ok()) {
     if (absl::IsNotFound(done_text.status())) {
+      QuarantineOrphan(id, options_.orphan_grace);
       return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
     }
     return done_text.status();
@@ -185,8 +188,12 @@ absl::StatusOr<PublishResult> Store::Publish(
   absl::StatusOr<StoredEntry> existing = Find(id);
   if (existing.ok()) return PublishResult{*std::move(existing), true};
   if (!absl::IsNotFound(existing.status())) return existing.status();
+  // The publisher holds the entry's lease: whatever artifact is there
+  // without model.done is an interrupted publish, not one in flight.
+  QuarantineOrphan(id, absl::ZeroDuration());
 
   const std::string dir = EntryDir(id);
+  CountOps(6);  // mkdir, create temp, rename, create/rename model.done, fsync
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   const std::string tmp =
       absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
@@ -261,6 +268,7 @@ absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey& id,
 
 std::optional<v1::Failure> Store::FindFailure(const EntryKey& id) const {
   const std::string path = absl::StrCat(EntryDir(id), "/", kLogName);
+  CountOps(1);
   struct stat st;
   if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return std::nullopt;
@@ -275,9 +283,40 @@ std::optional<v1::Failure> Store::FindFailure(const EntryKey& id) const {
   return failure;
 }
 
+void Store::QuarantineOrphan(const EntryKey& id, absl::Duration grace) {
+  struct stat st;
+  CountOps(1);
+  if (lstat(ArtifactPath(id).c_str(), &st) != 0) return;
+  if (grace > absl::ZeroDuration()) {
+    struct stat lease;
+    CountOps(1);
+    if (lstat(absl::StrCat(EntryDir(id), "/", kLeaseFileName).c_str(),
+              &lease) == 0 ||
+        options_.now() - absl::TimeFromTimespec(st.st_mtim) < grace) {
+      return;
+    }
+  }
+  // Only the artifact moves: the directory may hold the caller's lease file.
+  const std::string qdir = absl::StrCat(options_.root, "/quarantine");
+  const std::string target = absl::StrCat(
+      qdir, "/",
+      UniqueTempName(absl::StrCat(id.compiler_version(), "__", id.key()),
+                     options_.host_id)
+          .substr(1));
+  CountOps(3);
+  if (!MakeDirs(qdir).ok() ||
+      rename(ArtifactPath(id).c_str(), target.c_str()) != 0) {
+    return;
+  }
+  (void)WriteFileAtomically(
+      qdir, absl::StrCat(target.substr(qdir.size() + 1), ".reason"),
+      "artifact without model.done (interrupted publish)\n", options_.host_id);
+}
+
 absl::StatusOr<std::string> Store::Quarantine(const EntryKey& id,
                                               absl::string_view reason) {
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
+  CountOps(3);
   if (absl::Status s = MakeDirs(qdir); !s.ok()) return s;
   const std::string target = absl::StrCat(
       qdir, "/",

@@ -12,15 +12,19 @@
 //
 // Everything Find returns was verified (size, and sha256 once per file
 // identity); everything Publish writes appears atomically or not at all.
-// Damaged entries (size or digest mismatch, model.done without artifact) are
-// moved to quarantine and reported as NotFound. An artifact without model.done
-// is a publish in progress or an interrupted one: a miss, left alone.
+// Damaged entries (size or digest mismatch, model.done without artifact,
+// unparseable model.done, an artifact left without model.done by an
+// interrupted publish) are moved to quarantine with a reason file and
+// reported as NotFound. An artifact without model.done that is younger than
+// orphan_grace or guarded by a lease file may be a publish in flight: a miss,
+// left alone.
 //
 // Thread-safe. Keys reach paths only through a validated EntryKey. No method
 // waits for another process: waiting is the LockTable's job.
 #ifndef NEFFD_DAEMON_STORE_STORE_H_
 #define NEFFD_DAEMON_STORE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -37,6 +41,10 @@
 
 namespace neffd {
 
+// The cross-host lease file inside an entry directory (DESIGN.md §6); present
+// while some host compiles the entry.
+inline constexpr char kLeaseFileName[] = "model.hlo_module.pb.lock";
+
 struct StoreOptions {
   std::string root;
   Namespace ns = Namespace::kNeff;
@@ -46,6 +54,10 @@ struct StoreOptions {
   // How long a recorded compile failure is served before a retry.
   absl::Duration failed_ttl = absl::Hours(1);
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // An artifact without model.done and without a lease file is an
+  // interrupted publish once it is this old; younger ones may still be in
+  // flight.
+  absl::Duration orphan_grace = absl::Seconds(60);
 };
 
 // What identifies one version of a file: a change in any field means the
@@ -82,6 +94,9 @@ class Store {
       const StoreOptions& options);
 
   const std::string& root() const { return options_.root; }
+  // Metadata operations (open, stat, rename, mkdir, unlink, fsync of a
+  // directory) this process has made on the store so far.
+  uint64_t metadata_ops() const { return metadata_ops_; }
   Namespace ns() const { return options_.ns; }
   std::string EntryDir(const EntryKey& id) const;
   std::string ArtifactPath(const EntryKey& id) const;
@@ -131,7 +146,13 @@ class Store {
       const std::function<
           absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write);
 
+  // Moves an artifact that has no model.done aside, if it is not a publish
+  // in flight (lease file present, or younger than `grace`).
+  void QuarantineOrphan(const EntryKey& id, absl::Duration grace);
+  void CountOps(int n) const { metadata_ops_ += n; }
+
   StoreOptions options_;
+  mutable std::atomic<uint64_t> metadata_ops_{0};
 };
 
 }  // namespace neffd

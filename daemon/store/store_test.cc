@@ -148,11 +148,29 @@ TEST_F(StoreTest, FlippedByteIsDetectedBySha256) {
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
 }
 
-TEST_F(StoreTest, ArtifactWithoutDoneIsAMissAndLeftAlone) {
+TEST_F(StoreTest, YoungArtifactWithoutDoneIsAMissAndLeftAlone) {
+  now_ = absl::Now();
   fs::create_directories(store_->EntryDir(id_));
   std::ofstream(store_->ArtifactPath(id_)) << "in progress";
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
   EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_)));
+}
+
+TEST_F(StoreTest, OldArtifactWithoutDoneIsQuarantinedUnlessLeased) {
+  now_ = absl::Now() + absl::Minutes(5);
+  fs::create_directories(store_->EntryDir(id_));
+  std::ofstream(store_->ArtifactPath(id_)) << "interrupted";
+  std::ofstream(store_->EntryDir(id_) + "/" + kLeaseFileName) << "h 1 l 0";
+  EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+  EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_)));  // a lease guards it
+  fs::remove(store_->EntryDir(id_) + "/" + kLeaseFileName);
+  EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+  EXPECT_FALSE(fs::exists(store_->ArtifactPath(id_)));
+  int reasons = 0;
+  for (const auto& f : fs::directory_iterator(root_ + "/quarantine")) {
+    if (f.path().extension() == ".reason") ++reasons;
+  }
+  EXPECT_EQ(reasons, 1);
 }
 
 TEST_F(StoreTest, LegacyEmptyDoneMarkerIsServed) {

@@ -1,0 +1,126 @@
+#include "daemon/index/catalog.h"
+
+#include "absl/synchronization/notification.h"
+
+namespace neffd {
+
+struct Catalog::Probe {
+  absl::Notification done;
+  FindResult result = std::nullopt;
+};
+
+Catalog::Catalog(Store* neff_store, Store* hlo_store, Index* index,
+                 std::function<absl::Time()> now)
+    : neff_store_(neff_store),
+      hlo_store_(hlo_store),
+      index_(index),
+      now_(std::move(now)) {}
+
+Store& Catalog::StoreFor(Namespace ns) const {
+  return ns == Namespace::kNeff ? *neff_store_ : *hlo_store_;
+}
+
+Store& Catalog::StoreFor(const EntryKey& id) const { return StoreFor(id.ns()); }
+
+void Catalog::Touch(const std::string& canonical) {
+  absl::MutexLock lock(&mu_);
+  accessed_[canonical] = now_();
+}
+
+Catalog::FindResult Catalog::Find(const EntryKey& id) {
+  absl::StatusOr<std::optional<v1::IndexRecord>> record = index_->Get(id);
+  if (!record.ok()) return record.status();
+  if (record->has_value()) {
+    const v1::IndexRecord& r = **record;
+    FileIdentity verified{r.verified_inode(), r.entry().size(),
+                          r.verified_mtime_ns()};
+    if (StoreFor(id).StillValid(id, verified)) {
+      Touch(id.Canonical());
+      return r.entry();
+    }
+    if (absl::Status s = index_->Delete(id); !s.ok()) return s;
+  }
+  // One probe per key at a time; latecomers share its result.
+  const std::string canonical = id.Canonical();
+  std::shared_ptr<Probe> probe;
+  bool leader = false;
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<Probe>& slot = probes_[canonical];
+    if (slot == nullptr) {
+      slot = std::make_shared<Probe>();
+      leader = true;
+    }
+    probe = slot;
+  }
+  if (!leader) {
+    probe->done.WaitForNotification();
+    return probe->result;
+  }
+  probe->result = ProbeStore(id);
+  {
+    absl::MutexLock lock(&mu_);
+    probes_.erase(canonical);
+  }
+  probe->done.Notify();
+  return probe->result;
+}
+
+Catalog::FindResult Catalog::ProbeStore(const EntryKey& id) {
+  absl::StatusOr<StoredEntry> stored = StoreFor(id).Find(id);
+  if (absl::IsNotFound(stored.status())) return std::nullopt;
+  if (!stored.ok()) return stored.status();
+  if (absl::Status s = Record(id, *stored); !s.ok()) return s;
+  Touch(id.Canonical());
+  return stored->entry;
+}
+
+absl::Status Catalog::Record(const EntryKey& id, const StoredEntry& stored) {
+  v1::IndexRecord record;
+  *record.mutable_entry() = stored.entry;
+  record.set_verified_inode(stored.identity.inode);
+  record.set_verified_mtime_ns(stored.identity.mtime_ns);
+  record.set_last_access_unix_ms(absl::ToUnixMillis(now_()));
+  return index_->Put(id, record);
+}
+
+absl::Status Catalog::Forget(const EntryKey& id) {
+  {
+    absl::MutexLock lock(&mu_);
+    accessed_.erase(id.Canonical());
+  }
+  return index_->Delete(id);
+}
+
+absl::Time Catalog::LastServed(const EntryKey& id) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = accessed_.find(id.Canonical());
+    if (it != accessed_.end()) return it->second;
+  }
+  absl::StatusOr<std::optional<v1::IndexRecord>> record = index_->Get(id);
+  if (record.ok() && record->has_value() &&
+      (*record)->last_access_unix_ms() > 0) {
+    return absl::FromUnixMillis((*record)->last_access_unix_ms());
+  }
+  return absl::InfinitePast();
+}
+
+absl::Status Catalog::FlushAccessTimes() {
+  absl::flat_hash_map<std::string, absl::Time> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(accessed_);
+  }
+  for (const auto& [canonical, when] : batch) {
+    absl::StatusOr<EntryKey> id = EntryKey::FromCanonical(canonical);
+    if (!id.ok()) continue;
+    absl::StatusOr<std::optional<v1::IndexRecord>> record = index_->Get(*id);
+    if (!record.ok() || !record->has_value()) continue;
+    (*record)->set_last_access_unix_ms(absl::ToUnixMillis(when));
+    if (absl::Status s = index_->Put(*id, **record); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace neffd

@@ -1,0 +1,81 @@
+// daemon/index/catalog.h
+//
+// Catalog answers "is this entry cached, and where?" for the daemon by
+// combining the local Index with the shared Stores:
+//   - a hit in the index is served if the artifact still has the identity
+//     that was verified on this host (two stats, no reads);
+//   - otherwise the store is probed and fully verified (damage is
+//     quarantined there); a verified entry is written back to the index, so
+//     entries published by other hosts become hits without a restart;
+//   - concurrent probes of one key share a single store probe (negative and
+//     positive results alike), so 128 ranks missing together cost one probe;
+//   - hits record a last-access time in memory, flushed to the index in
+//     batches (FlushAccessTimes), for LRU eviction and "served recently".
+//
+// Thread-safe. Stores and index must outlive the catalog.
+#ifndef NEFFD_DAEMON_INDEX_CATALOG_H_
+#define NEFFD_DAEMON_INDEX_CATALOG_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/index/index.h"
+#include "daemon/store/store.h"
+
+namespace neffd {
+
+class Catalog {
+ public:
+  Catalog(
+      Store* neff_store, Store* hlo_store, Index* index,
+      std::function<absl::Time()> now = [] { return absl::Now(); });
+
+  Store& StoreFor(const EntryKey& id) const;
+  Store& StoreFor(Namespace ns) const;
+  Index& index() const { return *index_; }
+
+  // The verified entry for `id`, or nullopt on a miss.
+  absl::StatusOr<std::optional<v1::Entry>> Find(const EntryKey& id);
+
+  // Indexes an entry that was just published or verified on this host.
+  absl::Status Record(const EntryKey& id, const StoredEntry& stored);
+
+  // Drops `id` from the index (the store is the caller's business).
+  absl::Status Forget(const EntryKey& id);
+
+  // When `id` was last served on this host (InfinitePast if never, as far as
+  // this process remembers or the index recorded).
+  absl::Time LastServed(const EntryKey& id) const;
+
+  // Writes remembered access times to the index.
+  absl::Status FlushAccessTimes();
+
+ private:
+  struct Probe;
+  using FindResult = absl::StatusOr<std::optional<v1::Entry>>;
+
+  FindResult ProbeStore(const EntryKey& id);
+  void Touch(const std::string& canonical);
+
+  Store* const neff_store_;
+  Store* const hlo_store_;
+  Index* const index_;
+  const std::function<absl::Time()> now_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Probe>> probes_
+      ABSL_GUARDED_BY(mu_);
+  // Access times not yet flushed, by EntryKey::Canonical().
+  absl::flat_hash_map<std::string, absl::Time> accessed_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_INDEX_CATALOG_H_

@@ -1,0 +1,200 @@
+#include "daemon/locks/file_locks.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "daemon/store/file_util.h"
+
+namespace neffd {
+namespace {
+
+absl::Time Mtime(const struct stat& st) {
+  return absl::TimeFromTimespec(st.st_mtim);
+}
+
+class FileLock : public ExternalLock {
+ public:
+  FileLock(UniqueFd local, UniqueFd lease, std::string lease_path,
+           std::atomic<uint64_t>* ops)
+      : local_(std::move(local)),
+        lease_(std::move(lease)),
+        lease_path_(std::move(lease_path)),
+        ops_(ops) {}
+
+  ~FileLock() override {
+    // Remove the lease file only if it is still ours: a host that broke it
+    // may have created its own since.
+    if (lease_.valid() && StillHeld()) {
+      Count(1);
+      unlink(lease_path_.c_str());
+    }
+  }
+
+  void Refresh() override {
+    if (!lease_.valid()) return;
+    Count(1);
+    futimens(lease_.get(), nullptr);
+  }
+
+  bool StillHeld() override {
+    if (!lease_.valid()) return true;
+    struct stat mine, named;
+    Count(1);
+    return fstat(lease_.get(), &mine) == 0 &&
+           lstat(lease_path_.c_str(), &named) == 0 &&
+           mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
+  }
+
+ private:
+  void Count(int n) {
+    if (ops_ != nullptr) *ops_ += n;
+  }
+
+  UniqueFd local_;  // flock held; released on close
+  UniqueFd lease_;  // cross-host lease file, kept open for futimens
+  const std::string lease_path_;
+  std::atomic<uint64_t>* const ops_;
+};
+
+class FileLocks : public ExternalLocks {
+ public:
+  explicit FileLocks(FileLocksOptions options) : options_(std::move(options)) {}
+
+  std::unique_ptr<ExternalLock> TryTake(const EntryKey& id,
+                                        const std::string& lease_id) override {
+    UniqueFd local = TakeLocal(id);
+    if (!local.valid()) return nullptr;
+    if (!options_.shared) {
+      return std::make_unique<FileLock>(std::move(local), UniqueFd(), "",
+                                        nullptr);
+    }
+    const std::string dir = options_.entry_dir(id);
+    const std::string path = absl::StrCat(dir, "/", kLeaseFileName);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      Count(1);
+      UniqueFd lease(open(path.c_str(),
+                          O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          0644));
+      if (!lease.valid() && errno == ENOENT) {
+        Count(1);
+        if (!MakeDirs(dir).ok()) return nullptr;
+        continue;
+      }
+      if (lease.valid()) {
+        std::string content =
+            absl::StrCat(options_.host_id, " ", getpid(), " ", lease_id, " ",
+                         absl::ToUnixMillis(absl::Now()), "\n");
+        (void)WriteAll(lease.get(), content, path);
+        return std::make_unique<FileLock>(std::move(local), std::move(lease),
+                                          path, options_.shared_ops);
+      }
+      if (errno != EEXIST || !BreakIfStale(id, path)) return nullptr;
+    }
+    return nullptr;
+  }
+
+ private:
+  void Count(int n) {
+    if (options_.shared_ops != nullptr) *options_.shared_ops += n;
+  }
+
+  UniqueFd TakeLocal(const EntryKey& id) {
+    const std::string dir =
+        absl::StrCat(options_.locks_dir, "/", NamespaceName(id.ns()), "/",
+                     id.compiler_version());
+    const std::string path = absl::StrCat(dir, "/", id.key(), ".lock");
+    const int flags = O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+    UniqueFd fd(open(path.c_str(), flags, 0664));
+    if (!fd.valid() && errno == ENOENT && MakeDirs(dir, 0775).ok()) {
+      fd = UniqueFd(open(path.c_str(), flags, 0664));
+    }
+    if (!fd.valid()) {
+      // An unusable lock dir must not wedge every key: the daemon's own
+      // table still excludes its clients. Hold a placeholder.
+      return UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    }
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return UniqueFd();
+    return fd;
+  }
+
+  // The shared filesystem's idea of "now": the mtime of a file we touch.
+  std::optional<absl::Time> FilesystemNow(const EntryKey& id) {
+    const std::string dir = options_.clock_dir(id);
+    const std::string path = absl::StrCat(dir, "/clock.", options_.host_id);
+    Count(2);
+    UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    if (!fd.valid() && errno == ENOENT && MakeDirs(dir).ok()) {
+      fd = UniqueFd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    }
+    struct stat st;
+    if (!fd.valid() || futimens(fd.get(), nullptr) != 0 ||
+        fstat(fd.get(), &st) != 0) {
+      return std::nullopt;
+    }
+    return Mtime(st);
+  }
+
+  // A lease file from this host's previous daemon whose process is gone.
+  bool FromDeadIncarnation(const std::string& content) {
+    std::vector<std::string> fields =
+        absl::StrSplit(content, ' ', absl::SkipWhitespace());
+    int64_t pid = 0;
+    if (fields.size() < 2 || fields[0] != options_.host_id ||
+        !absl::SimpleAtoi(fields[1], &pid) || pid <= 0 || pid == getpid()) {
+      return false;
+    }
+    return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  }
+
+  // True if the lease file at `path` was stale and this call removed it.
+  bool BreakIfStale(const EntryKey& id, const std::string& path) {
+    struct stat judged;
+    Count(1);
+    if (lstat(path.c_str(), &judged) != 0) return errno == ENOENT;
+    absl::StatusOr<std::string> content = ReadSmallFile(path, 4096);
+    bool stale = content.ok() && FromDeadIncarnation(*content);
+    if (!stale) {
+      std::optional<absl::Time> now = FilesystemNow(id);
+      stale = now.has_value() && *now - Mtime(judged) > options_.stale_after;
+    }
+    if (!stale) return false;
+    const std::string doomed =
+        absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
+    Count(3);
+    if (rename(path.c_str(), doomed.c_str()) != 0) {
+      return errno == ENOENT;  // released or broken meanwhile: try again
+    }
+    struct stat taken;
+    if (lstat(doomed.c_str(), &taken) == 0 && taken.st_ino != judged.st_ino) {
+      // A fresh lease replaced the stale one between our look and our
+      // rename: put it back (link fails safely if yet another appeared).
+      Count(1);
+      (void)link(doomed.c_str(), path.c_str());
+      unlink(doomed.c_str());
+      return false;
+    }
+    unlink(doomed.c_str());
+    return true;
+  }
+
+  const FileLocksOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExternalLocks> NewFileLocks(FileLocksOptions options) {
+  return std::make_unique<FileLocks>(std::move(options));
+}
+
+}  // namespace neffd

@@ -1,0 +1,55 @@
+// daemon/locks/file_locks.h
+//
+// FileLocks are the holds a lease keeps outside the daemon (DESIGN.md §6):
+//
+//  1. Node-local: an exclusive flock on
+//     {locks_dir}/{ns}/{compiler_version}/{key}.lock, the same file the
+//     client's fallback mode locks, so daemon users and daemon-less processes
+//     on this host exclude each other.
+//  2. Cross-host (when `shared` is set): the entry's lease file on the shared
+//     store, {entry_dir}/model.hlo_module.pb.lock, created with O_EXCL and
+//     holding "host pid lease-id unix-ms". Its mtime is refreshed while the
+//     lease lives. Another host's lease file is stale when its mtime is older
+//     than `stale_after` as judged by the shared filesystem's clock (the
+//     mtime of a file this daemon has just touched there), never by this
+//     host's clock, so skewed hosts neither break live leases nor keep dead
+//     ones. A lease file written by an earlier incarnation of this host's
+//     daemon whose process is gone is stale at once. Breaking is race-free:
+//     rename to a unique name, check that the renamed file is the one judged
+//     stale, then unlink; only the renamer proceeds.
+//
+// Thread-safe.
+#ifndef NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
+#define NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "daemon/locks/lock_table.h"
+#include "daemon/store/entry_id.h"
+#include "daemon/store/store.h"
+
+namespace neffd {
+
+struct FileLocksOptions {
+  std::string locks_dir;  // {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks
+  bool shared = true;     // also take cross-host lease files
+  std::string host_id;
+  absl::Duration stale_after = absl::Seconds(30);
+  // The entry's directory on the shared store, and a directory on the same
+  // filesystem where this daemon keeps its clock file.
+  std::function<std::string(const EntryKey&)> entry_dir;
+  std::function<std::string(const EntryKey&)> clock_dir;
+  // Counts metadata operations on the shared store (may be null).
+  std::atomic<uint64_t>* shared_ops = nullptr;
+};
+
+std::unique_ptr<ExternalLocks> NewFileLocks(FileLocksOptions options);
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_

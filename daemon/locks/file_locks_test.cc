@@ -1,0 +1,128 @@
+#include "daemon/locks/file_locks.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/store/file_util.h"
+#include "gtest/gtest.h"
+
+namespace neffd {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FileLocksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = absl::StrCat(
+        getenv("TEST_TMPDIR"), "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    a_ = Host("hostA");
+    b_ = Host("hostB");
+  }
+
+  std::unique_ptr<ExternalLocks> Host(const std::string& host) {
+    FileLocksOptions o;
+    o.locks_dir = absl::StrCat(root_, "/", host, "/locks");
+    o.host_id = host;
+    o.stale_after = absl::Seconds(30);
+    o.entry_dir = [this](const EntryKey& id) { return EntryDir(id); };
+    o.clock_dir = [this](const EntryKey&) { return root_ + "/store/.neffd"; };
+    o.shared_ops = &ops_;
+    return NewFileLocks(o);
+  }
+
+  std::string EntryDir(const EntryKey& id) const {
+    return absl::StrCat(root_, "/store/", id.RelativeDir());
+  }
+  std::string LeasePath() const {
+    return absl::StrCat(EntryDir(id_), "/", kLeaseFileName);
+  }
+  void ForeignLease(const std::string& content, absl::Duration age) {
+    fs::create_directories(EntryDir(id_));
+    std::ofstream(LeasePath()) << content;
+    struct timespec times[2];
+    times[0] = times[1] = absl::ToTimespec(absl::Now() - age);
+    ASSERT_EQ(utimensat(AT_FDCWD, LeasePath().c_str(), times, 0), 0);
+  }
+
+  std::string root_;
+  std::atomic<uint64_t> ops_{0};
+  std::unique_ptr<ExternalLocks> a_, b_;
+  EntryKey id_ = *EntryKey::Parse("neff", "2.0", "cafe");
+};
+
+TEST_F(FileLocksTest, OneHostAtATimeThroughTheLeaseFile) {
+  std::unique_ptr<ExternalLock> held = a_->TryTake(id_, "lease-a");
+  ASSERT_NE(held, nullptr);
+  EXPECT_NE(ReadSmallFile(LeasePath(), 4096)->find("hostA"), std::string::npos);
+  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);
+  EXPECT_TRUE(held->StillHeld());
+  held.reset();
+  EXPECT_FALSE(fs::exists(LeasePath()));
+  EXPECT_NE(b_->TryTake(id_, "lease-b"), nullptr);
+  EXPECT_GT(ops_.load(), 0u);
+}
+
+TEST_F(FileLocksTest, StaleLeaseIsBrokenAndAFreshOneIsNot) {
+  ForeignLease("hostC 123 old 0\n", absl::Seconds(10));
+  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);  // 10 s old: live
+  ForeignLease("hostC 123 old 0\n", absl::Seconds(31));
+  std::unique_ptr<ExternalLock> held = b_->TryTake(id_, "lease-b");
+  ASSERT_NE(held, nullptr);
+  EXPECT_NE(ReadSmallFile(LeasePath(), 4096)->find("hostB"), std::string::npos);
+}
+
+TEST_F(FileLocksTest, RefreshKeepsALeaseFromGoingStale) {
+  std::unique_ptr<ExternalLock> held = a_->TryTake(id_, "lease-a");
+  ASSERT_NE(held, nullptr);
+  struct timespec old[2];
+  old[0] = old[1] = absl::ToTimespec(absl::Now() - absl::Seconds(60));
+  ASSERT_EQ(utimensat(AT_FDCWD, LeasePath().c_str(), old, 0), 0);
+  held->Refresh();
+  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);
+}
+
+TEST_F(FileLocksTest, LeaseOfThisHostsDeadDaemonIsBrokenAtOnce) {
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // a pid that is certainly gone
+  ForeignLease(absl::StrCat("hostB ", child, " old 0\n"), absl::Seconds(1));
+  EXPECT_NE(b_->TryTake(id_, "lease-b"), nullptr);
+}
+
+TEST_F(FileLocksTest, HolderWhoseLeaseWasBrokenNoLongerHoldsIt) {
+  std::unique_ptr<ExternalLock> held = a_->TryTake(id_, "lease-a");
+  ASSERT_NE(held, nullptr);
+  struct timespec old[2];
+  old[0] = old[1] = absl::ToTimespec(absl::Now() - absl::Seconds(60));
+  ASSERT_EQ(utimensat(AT_FDCWD, LeasePath().c_str(), old, 0), 0);
+  std::unique_ptr<ExternalLock> taken = b_->TryTake(id_, "lease-b");
+  ASSERT_NE(taken, nullptr);
+  EXPECT_FALSE(held->StillHeld());
+  held.reset();  // must not remove hostB's lease file
+  EXPECT_NE(ReadSmallFile(LeasePath(), 4096)->find("hostB"), std::string::npos);
+  EXPECT_TRUE(taken->StillHeld());
+}
+
+TEST_F(FileLocksTest, LocalLockFileExcludesOnTheSameHost) {
+  FileLocksOptions o;
+  o.locks_dir = root_ + "/hostA/locks";
+  o.shared = false;
+  std::unique_ptr<ExternalLocks> same_host = NewFileLocks(o);
+  std::unique_ptr<ExternalLock> held = same_host->TryTake(id_, "x");
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(a_->TryTake(id_, "y"), nullptr);
+}
+
+}  // namespace
+}  // namespace neffd
