@@ -1,12 +1,12 @@
 #include "allocator/allocator_config.h"
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "config/env.h"
 
 namespace neffd::allocator {
 namespace {
@@ -249,9 +249,8 @@ size_t EffectiveRoundupDivisions(const SegmentAllocatorConfig& config) {
 }
 
 std::string ReadSegmentAllocatorConfigEnv() {
-  // TODO(config): read via //config:env once it builds.
-  const char* value = std::getenv(kSegmentAllocatorConfigEnv);
-  return value == nullptr ? std::string() : std::string(value);
+  return config::EnvSnapshot::FromProcessEnvironment().GetString(
+      kSegmentAllocatorConfigEnv);
 }
 
 const ParsedSegmentAllocatorConfig& ProcessSegmentAllocatorConfig() {

@@ -99,7 +99,8 @@ absl::Status ValidateSegmentAllocatorConfig(
 size_t EffectiveRoundupDivisions(const SegmentAllocatorConfig& config);
 
 // The raw value of TORCH_NEURONX_SEGMENT_ALLOCATOR_CONFIG ("" when unset).
-// The only function of the allocator that reads the environment.
+// The only function of the allocator that reads the environment; it reads
+// through the registry (//config:env).
 std::string ReadSegmentAllocatorConfigEnv();
 
 // The process-wide configuration: parsed from the environment on the first
