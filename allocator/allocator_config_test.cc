@@ -202,62 +202,57 @@ TEST(ParseSegmentAllocatorConfig, SplitThresholdsFollowTheirBases) {
   EXPECT_EQ(c.large_split_threshold, 8388608u);
 }
 
-TEST(ParseSegmentAllocatorConfig, SmallSegmentBelowPoolBoundaryReverts) {
-  const ParsedSegmentAllocatorConfig parsed =
-      ParseSegmentAllocatorConfig("kSmallSegmentSize=524288");
-  ASSERT_THAT(parsed.warnings, SizeIs(1));
-  EXPECT_THAT(parsed.warnings[0],
-              AllOf(HasSubstr("kSmallSegmentSize=524288"),
-                    HasSubstr("kPoolBoundary=1048576"),
-                    HasSubstr("kSmallSegmentSize reverts to its default")));
-  EXPECT_EQ(parsed.config.small_segment_size, 2 * kMiB);
-  ExpectOneLineWarnings(parsed);
-}
-
-TEST(ParseSegmentAllocatorConfig, PoolBoundaryAboveMediumThresholdReverts) {
-  // kPoolBoundary=32MB breaks two pairs; it is the field the user changed,
-  // so it reverts, and kLargeSplitThreshold follows the reverted value.
-  const ParsedSegmentAllocatorConfig parsed =
-      ParseSegmentAllocatorConfig("kPoolBoundary=33554432");
-  ASSERT_THAT(parsed.warnings, SizeIs(1));
-  EXPECT_THAT(parsed.warnings[0],
-              AllOf(HasSubstr("kSmallSegmentSize=2097152"),
-                    HasSubstr("kPoolBoundary=33554432"),
-                    HasSubstr("kPoolBoundary reverts to its default 1048576")));
-  EXPECT_EQ(parsed.config.pool_boundary, kMiB);
-  EXPECT_EQ(parsed.config.large_split_threshold, kMiB);
-}
-
-TEST(ParseSegmentAllocatorConfig, MediumThresholdBelowPoolBoundaryReverts) {
-  const ParsedSegmentAllocatorConfig parsed = ParseSegmentAllocatorConfig(
-      "kPoolBoundary=4194304,kSmallSegmentSize=4194304,kMediumThreshold="
-      "2097152");
-  ASSERT_THAT(parsed.warnings, SizeIs(1));
-  EXPECT_THAT(parsed.warnings[0],
-              AllOf(HasSubstr("kMediumThreshold=2097152"),
-                    HasSubstr("kPoolBoundary=4194304"),
-                    HasSubstr("kMediumThreshold reverts to its default")));
-  EXPECT_EQ(parsed.config.medium_threshold, 16 * kMiB);
-  EXPECT_EQ(parsed.config.pool_boundary, 4 * kMiB);
-}
-
-TEST(ParseSegmentAllocatorConfig, MediumSegmentBelowThresholdReverts) {
-  const ParsedSegmentAllocatorConfig parsed =
-      ParseSegmentAllocatorConfig("kMediumSegmentSize=8388608");
-  ASSERT_THAT(parsed.warnings, SizeIs(1));
-  EXPECT_THAT(parsed.warnings[0],
-              AllOf(HasSubstr("kMediumSegmentSize=8388608"),
-                    HasSubstr("kMediumThreshold=16777216"),
-                    HasSubstr("kMediumSegmentSize reverts")));
-  EXPECT_EQ(parsed.config.medium_segment_size, 64 * kMiB);
-
-  // Raising the threshold alone past the segment size reverts the threshold.
-  const ParsedSegmentAllocatorConfig raised =
-      ParseSegmentAllocatorConfig("kMediumThreshold=134217728");
-  ASSERT_THAT(raised.warnings, SizeIs(1));
-  EXPECT_THAT(raised.warnings[0],
-              HasSubstr("kMediumThreshold reverts to its default 16777216"));
-  EXPECT_EQ(raised.config.medium_threshold, 16 * kMiB);
+// One violated pair: a single warning naming both fields, and the field
+// that differs from its default reverts.
+TEST(ParseSegmentAllocatorConfig, CrossFieldViolationsRevertTheChangedField) {
+  using Field = size_t SegmentAllocatorConfig::*;
+  struct Case {
+    const char* text;
+    std::vector<std::string> warning;  // substrings of the one warning
+    std::vector<std::pair<Field, size_t>> want;
+  };
+  const Case cases[] = {
+      {"kSmallSegmentSize=524288",
+       {"kSmallSegmentSize=524288", "kPoolBoundary=1048576",
+        "kSmallSegmentSize reverts to its default 2097152"},
+       {{&SegmentAllocatorConfig::small_segment_size, 2 * kMiB}}},
+      // kPoolBoundary=32MB breaks two pairs; it reverts at the first, and
+      // kLargeSplitThreshold follows the reverted value.
+      {"kPoolBoundary=33554432",
+       {"kSmallSegmentSize=2097152", "kPoolBoundary=33554432",
+        "kPoolBoundary reverts to its default 1048576"},
+       {{&SegmentAllocatorConfig::pool_boundary, kMiB},
+        {&SegmentAllocatorConfig::large_split_threshold, kMiB}}},
+      {"kPoolBoundary=4194304,kSmallSegmentSize=4194304,"
+       "kMediumThreshold=2097152",
+       {"kMediumThreshold=2097152", "kPoolBoundary=4194304",
+        "kMediumThreshold reverts to its default 16777216"},
+       {{&SegmentAllocatorConfig::medium_threshold, 16 * kMiB},
+        {&SegmentAllocatorConfig::pool_boundary, 4 * kMiB}}},
+      {"kMediumSegmentSize=8388608",
+       {"kMediumSegmentSize=8388608", "kMediumThreshold=16777216",
+        "kMediumSegmentSize reverts to its default 67108864"},
+       {{&SegmentAllocatorConfig::medium_segment_size, 64 * kMiB}}},
+      // Raising the threshold alone past the segment size reverts it.
+      {"kMediumThreshold=134217728",
+       {"kMediumSegmentSize=67108864", "kMediumThreshold=134217728",
+        "kMediumThreshold reverts to its default 16777216"},
+       {{&SegmentAllocatorConfig::medium_threshold, 16 * kMiB}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const ParsedSegmentAllocatorConfig parsed =
+        ParseSegmentAllocatorConfig(c.text);
+    ASSERT_THAT(parsed.warnings, SizeIs(1));
+    for (const std::string& part : c.warning) {
+      EXPECT_THAT(parsed.warnings[0], HasSubstr(part));
+    }
+    for (const auto& [field, value] : c.want) {
+      EXPECT_EQ(parsed.config.*field, value);
+    }
+    ExpectOneLineWarnings(parsed);
+    EXPECT_TRUE(ValidateSegmentAllocatorConfig(parsed.config).ok());
+  }
 }
 
 TEST(ParseSegmentAllocatorConfig, BothFieldsChangedRevertsTheLeftOneFirst) {

@@ -316,6 +316,13 @@ void RunStress(const SegmentAllocatorConfig& config, int ops, uint64_t seed,
   EXPECT_GT(failed, 0);
 }
 
+void RunStressWithConfig(const char* text, int ops, uint64_t seed,
+                         size_t capacity) {
+  const ParsedSegmentAllocatorConfig parsed = ParseSegmentAllocatorConfig(text);
+  ASSERT_TRUE(parsed.warnings.empty());
+  RunStress(parsed.config, ops, seed, capacity);
+}
+
 // 10^6 operations on the defaults, then two tuned configs that
 // exercise N = 1 and N = 8, the max-split pair and other thresholds.
 TEST(SegmentPoolStress, DefaultConfigMatchesReference) {
@@ -323,21 +330,19 @@ TEST(SegmentPoolStress, DefaultConfigMatchesReference) {
 }
 
 TEST(SegmentPoolStress, PowerOfTwoAndMaxSplitMatchesReference) {
-  const ParsedSegmentAllocatorConfig parsed = ParseSegmentAllocatorConfig(
+  RunStressWithConfig(
       "kRoundupPower2Divisions=1,kMaxSplitSizeBytes=67108864,"
       "kMaxNonSplitRoundingBytes=8388608,kSmallSplitThreshold=4096,"
-      "kLargeSplitThreshold=4194304");
-  ASSERT_TRUE(parsed.warnings.empty());
-  RunStress(parsed.config, 200000, 2, 1024 * kMiB);
+      "kLargeSplitThreshold=4194304",
+      200000, 2, 1024 * kMiB);
 }
 
 TEST(SegmentPoolStress, EightDivisionsOtherBoundariesMatchesReference) {
-  const ParsedSegmentAllocatorConfig parsed = ParseSegmentAllocatorConfig(
+  RunStressWithConfig(
       "kRoundupPower2Divisions=8,kMinRoundedSize=512,kPoolBoundary=524288,"
       "kSmallSegmentSize=1048576,kMediumThreshold=8388608,"
-      "kMediumSegmentSize=33554432,kSegmentAlignment=1048576");
-  ASSERT_TRUE(parsed.warnings.empty());
-  RunStress(parsed.config, 200000, 3, 768 * kMiB);
+      "kMediumSegmentSize=33554432,kSegmentAlignment=1048576",
+      200000, 3, 768 * kMiB);
 }
 
 }  // namespace
