@@ -1,0 +1,71 @@
+// client/backend.h (internal to the client library)
+//
+// The get-or-compile protocol (Lookup, Lock, then Publish or give the lease
+// back) has two implementations: DaemonBackend speaks to neffd over gRPC;
+// FilesystemBackend runs it directly on the cache directories (fallback mode:
+// flock on the daemon's lock files, atomic publish through daemon/store's
+// Store). CacheClient drives either one the same way.
+//
+// Status conventions, for every method of both:
+//   Unavailable         the daemon cannot be used (unreachable, restarting,
+//                       or any error of its own); the caller falls back.
+//   FailedPrecondition  (Lease methods) the lease is no longer held: it was
+//                       revoked, or its daemon restarted.
+//   InvalidArgument     the request itself is wrong; not retried.
+// Anything else is a local I/O error.
+//
+// Backends and leases are thread-safe; a lease is used by one thread.
+#ifndef NEFFD_CLIENT_BACKEND_H_
+#define NEFFD_CLIENT_BACKEND_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/store/digest.h"
+#include "daemon/store/entry_id.h"
+#include "proto/neffd/v1/neffd.pb.h"
+
+namespace neffd {
+
+// The right to compile and publish one entry. Destroying a lease that was
+// neither published nor failed abandons it (nothing is recorded).
+class Lease {
+ public:
+  virtual ~Lease() = default;
+
+  // Installs the whole file `path` (with `content`'s size and sha256) as the
+  // entry and ends the lease.
+  virtual absl::StatusOr<v1::Entry> Publish(const std::string& path,
+                                            const CopyResult& content) = 0;
+
+  // Records a deterministic compile failure with the compiler's `log` and
+  // ends the lease; returns the failure as waiters see it (with its
+  // retry-after time).
+  virtual absl::StatusOr<v1::Failure> Fail(const std::string& log) = 0;
+};
+
+struct LockAnswer {
+  v1::LockResponse::Outcome outcome = v1::LockResponse::OUTCOME_UNSPECIFIED;
+  std::unique_ptr<Lease> lease;  // GRANTED
+  v1::Entry entry;               // READY
+  v1::Failure failure;           // FAILED
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // HIT (verified entry), MISS or FAILED (a recorded failure in force).
+  virtual absl::StatusOr<v1::LookupResponse> Lookup(const EntryKey& id) = 0;
+
+  // GRANTED, READY, FAILED, or (after `wait` has passed, or at once when
+  // wait is zero) TIMED_OUT / BUSY.
+  virtual absl::StatusOr<LockAnswer> Lock(const EntryKey& id,
+                                          absl::Duration wait) = 0;
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_CLIENT_BACKEND_H_

@@ -1,0 +1,267 @@
+#include "client/daemon_backend.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/store/file_util.h"
+#include "grpcpp/grpcpp.h"
+
+namespace neffd {
+namespace {
+
+// Maps a failed call to the backend's conventions (client/backend.h).
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view address,
+                      absl::string_view call) {
+  const std::string message = status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return absl::InvalidArgumentError(message);
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::UnavailableError(
+          absl::StrCat("neffd at ", address, ": ", call, ": ", message));
+  }
+}
+
+std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        absl::ToChronoMilliseconds(timeout));
+  return context;
+}
+
+// Staged names: "{key prefix}.{pid}.{n}.staged", a valid daemon token.
+std::string StagedPrefix(const EntryKey& id) {
+  return absl::StrCat(id.key().substr(0, 64), ".");
+}
+
+std::string StagedName(const EntryKey& id) {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat(StagedPrefix(id), getpid(), ".", counter++, ".staged");
+}
+
+// Removes this key's staged files whose writer (pid in the name) is gone.
+void SweepStaged(const std::string& staging_dir, const EntryKey& id) {
+  DIR* dir = opendir(staging_dir.c_str());
+  if (dir == nullptr) return;
+  const std::string prefix = StagedPrefix(id);
+  std::vector<std::string> stale;
+  while (struct dirent* e = readdir(dir)) {
+    absl::string_view name = e->d_name;
+    if (!absl::StartsWith(name, prefix) || !absl::EndsWith(name, ".staged")) {
+      continue;
+    }
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(name.substr(prefix.size()), '.');
+    int64_t pid = 0;
+    if (parts.size() == 3 && absl::SimpleAtoi(parts[0], &pid) && pid > 0 &&
+        kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      stale.emplace_back(name);
+    }
+  }
+  closedir(dir);
+  for (const std::string& name : stale) {
+    unlink(absl::StrCat(staging_dir, "/", name).c_str());
+  }
+}
+
+}  // namespace
+
+class DaemonBackend::DaemonLease : public Lease {
+ public:
+  DaemonLease(DaemonBackend* backend, EntryKey id, v1::Lease lease)
+      : backend_(backend), id_(std::move(id)), lease_(std::move(lease)) {
+    const absl::Duration every = std::max(
+        absl::Milliseconds(lease_.ttl_ms()) / 3, absl::Milliseconds(50));
+    heartbeat_ = std::thread([this, every] {
+      while (!stop_.WaitForNotificationWithTimeout(every)) {
+        v1::KeepAliveRequest request;
+        request.set_lease_id(lease_.lease_id());
+        v1::KeepAliveResponse response;
+        grpc::Status status = backend_->stub_->KeepAlive(Context(every).get(),
+                                                         request, &response);
+        // A revoked lease cannot come back; a daemon that is down may.
+        if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+          return;
+        }
+      }
+    });
+  }
+
+  ~DaemonLease() override {
+    StopHeartbeat();
+    if (resolved_) return;
+    v1::UnlockRequest request;
+    request.set_lease_id(lease_.lease_id());
+    *request.mutable_id() = id_.ToProto();
+    request.set_outcome(v1::UnlockRequest::ABANDONED);
+    v1::UnlockResponse ignored;
+    (void)backend_->stub_->Unlock(
+        Context(backend_->options_.call_timeout).get(), request, &ignored);
+  }
+
+  absl::StatusOr<v1::Entry> Publish(const std::string& path,
+                                    const CopyResult& content) override {
+    v1::PublishRequest request;
+    request.set_lease_id(lease_.lease_id());
+    *request.mutable_id() = id_.ToProto();
+    request.set_size(content.size);
+    request.set_sha256(content.sha256);
+    std::string staged;
+    if (id_.ns() == Namespace::kHlo &&
+        content.size <= backend_->options_.max_inline_bytes) {
+      absl::StatusOr<std::string> bytes = ReadSmallFile(path, content.size);
+      if (!bytes.ok()) return bytes.status();
+      request.set_inline_bytes(*std::move(bytes));
+    } else {
+      absl::StatusOr<std::string> copy = Stage(path, content);
+      if (!copy.ok()) return copy.status();
+      staged = *copy;
+      request.set_staged_path(staged);
+    }
+    v1::PublishResponse response;
+    grpc::Status status = backend_->stub_->Publish(
+        Context(backend_->options_.publish_timeout).get(), request, &response);
+    if (!staged.empty()) unlink(staged.c_str());  // the daemon's, if it ran
+    if (!status.ok()) return Error(status, "Publish");
+    resolved_ = true;
+    StopHeartbeat();
+    return response.entry();
+  }
+
+  absl::StatusOr<v1::Failure> Fail(const std::string& log) override {
+    v1::UnlockRequest request;
+    request.set_lease_id(lease_.lease_id());
+    *request.mutable_id() = id_.ToProto();
+    request.set_outcome(v1::UnlockRequest::FAILED);
+    request.set_log(log);
+    v1::UnlockResponse ignored;
+    grpc::Status status = backend_->stub_->Unlock(
+        Context(backend_->options_.call_timeout).get(), request, &ignored);
+    if (!status.ok()) return Error(status, "Unlock");
+    resolved_ = true;
+    StopHeartbeat();
+    // Answer with the failure exactly as the waiters got it.
+    absl::StatusOr<v1::LookupResponse> recorded = backend_->Lookup(id_);
+    if (recorded.ok() && recorded->result() == v1::LookupResponse::FAILED) {
+      return recorded->failure();
+    }
+    v1::Failure failure;
+    failure.set_log(log);
+    return failure;
+  }
+
+ private:
+  void StopHeartbeat() {
+    if (!heartbeat_.joinable()) return;
+    stop_.Notify();
+    heartbeat_.join();
+  }
+
+  absl::Status Error(const grpc::Status& status, absl::string_view call) {
+    return FromGrpc(status, backend_->options_.address, call);
+  }
+
+  // Copies `path` into the staging directory; returns the copy's path.
+  absl::StatusOr<std::string> Stage(const std::string& path,
+                                    const CopyResult& content) {
+    UniqueFd in(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!in.valid()) return ErrnoStatus(errno, "opening " + path);
+    const std::string staged =
+        absl::StrCat(lease_.staging_dir(), "/", StagedName(id_));
+    UniqueFd out(open(staged.c_str(),
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0644));
+    if (!out.valid()) return ErrnoStatus(errno, "staging " + staged);
+    absl::StatusOr<CopyResult> copied = CopyAndHash(in.get(), out.get(), path);
+    if (!copied.ok() || copied->sha256 != content.sha256) {
+      unlink(staged.c_str());
+      return copied.ok() ? absl::DataLossError(absl::StrCat(
+                               path, " changed after it was compiled"))
+                         : copied.status();
+    }
+    return staged;
+  }
+
+  DaemonBackend* const backend_;
+  const EntryKey id_;
+  const v1::Lease lease_;
+  bool resolved_ = false;
+  absl::Notification stop_;
+  std::thread heartbeat_;
+};
+
+DaemonBackend::DaemonBackend(DaemonBackendOptions options,
+                             std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      stub_(v1::CompileCache::NewStub(std::move(channel))) {}
+
+absl::StatusOr<v1::LookupResponse> DaemonBackend::Lookup(const EntryKey& id) {
+  v1::LookupRequest request;
+  *request.mutable_id() = id.ToProto();
+  v1::LookupResponse response;
+  grpc::Status status =
+      stub_->Lookup(Context(options_.call_timeout).get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, options_.address, "Lookup");
+  return response;
+}
+
+absl::StatusOr<LockAnswer> DaemonBackend::Lock(const EntryKey& id,
+                                               absl::Duration wait) {
+  v1::LockRequest request;
+  *request.mutable_id() = id.ToProto();
+  request.mutable_holder()->set_host(options_.host);
+  request.mutable_holder()->set_pid(getpid());
+  request.mutable_holder()->set_rank(options_.rank);
+  const bool waits = wait >= absl::Seconds(1);
+  request.set_wait(waits);
+  if (waits) {
+    request.set_wait_seconds(static_cast<uint32_t>(
+        std::min<int64_t>(absl::ToInt64Seconds(wait), UINT32_MAX)));
+  }
+  v1::LockResponse response;
+  // The daemon bounds the wait; the deadline only guards against a hang.
+  grpc::Status status = stub_->Lock(
+      Context((waits ? wait : absl::ZeroDuration()) + options_.call_timeout)
+          .get(),
+      request, &response);
+  if (!status.ok()) return FromGrpc(status, options_.address, "Lock");
+  LockAnswer answer;
+  answer.outcome = response.outcome();
+  switch (response.outcome()) {
+    case v1::LockResponse::GRANTED:
+      SweepStaged(response.lease().staging_dir(), id);
+      answer.lease = std::make_unique<DaemonLease>(this, id, response.lease());
+      break;
+    case v1::LockResponse::READY:
+      answer.entry = response.entry();
+      break;
+    case v1::LockResponse::FAILED:
+      answer.failure = response.failure();
+      break;
+    case v1::LockResponse::TIMED_OUT:
+    case v1::LockResponse::BUSY:
+      break;
+    default:
+      return absl::UnavailableError(absl::StrCat("neffd at ", options_.address,
+                                                 ": Lock: unexpected outcome ",
+                                                 response.outcome()));
+  }
+  return answer;
+}
+
+}  // namespace neffd

@@ -1,0 +1,59 @@
+// client/daemon_backend.h (internal to the client library)
+//
+// DaemonBackend runs the get-or-compile protocol against neffd over gRPC
+// (proto/neffd/v1/neffd.proto). A granted lease is kept alive by a background
+// thread that sends KeepAlive every ttl/3 until the lease is published,
+// failed or abandoned. Publish stages the file in the lease's staging
+// directory (a fresh single-link file named "{key}.{pid}.{n}.staged", which
+// the daemon removes) or, for small hlo entries, sends it inline. Staged files
+// of the same key left by dead processes of this host are removed when a
+// lease is granted.
+//
+// Holders are identified as {hostname, getpid(), rank}, so the daemon sees a
+// dead holder through /proc at once.
+//
+// Thread-safe. Errors follow client/backend.h.
+#ifndef NEFFD_CLIENT_DAEMON_BACKEND_H_
+#define NEFFD_CLIENT_DAEMON_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "client/backend.h"
+#include "grpcpp/channel.h"
+#include "proto/neffd/v1/neffd.grpc.pb.h"
+
+namespace neffd {
+
+struct DaemonBackendOptions {
+  std::string address;  // for messages
+  std::string host;
+  int64_t rank = 0;
+  // Deadline of calls that do not wait (Lookup, KeepAlive, Unlock).
+  absl::Duration call_timeout = absl::Seconds(30);
+  // Deadline of Publish (the daemon copies and hashes the file).
+  absl::Duration publish_timeout = absl::Hours(1);
+  // hlo entries up to this size are sent inline.
+  uint64_t max_inline_bytes = uint64_t{16} << 20;
+};
+
+class DaemonBackend : public Backend {
+ public:
+  DaemonBackend(DaemonBackendOptions options,
+                std::shared_ptr<grpc::Channel> channel);
+
+  absl::StatusOr<v1::LookupResponse> Lookup(const EntryKey& id) override;
+  absl::StatusOr<LockAnswer> Lock(const EntryKey& id,
+                                  absl::Duration wait) override;
+
+ private:
+  class DaemonLease;
+
+  const DaemonBackendOptions options_;
+  const std::unique_ptr<v1::CompileCache::Stub> stub_;
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_CLIENT_DAEMON_BACKEND_H_

@@ -1,0 +1,69 @@
+// client/file_lock.h
+//
+// Exclusive flock(2) locks for the client's fallback mode and compile
+// directories, and the clock they wait with. A FileLock owns the descriptor
+// that holds the lock; the kernel drops the lock when the descriptor is
+// closed, including when the process dies, so a killed holder never wedges a
+// key. Waiting is polling with a back-off (1 ms doubling to 50 ms) on the
+// injected Clock, so tests can bound it.
+//
+// The lock-file path is the daemon's (daemon/locks/lock_table.cc TryGrant):
+// {locks_dir}/{ns}/{compiler_version}/{key}.lock, so the daemon and
+// daemon-less processes exclude each other.
+//
+// Thread-safe functions; a FileLock is a move-only value.
+#ifndef NEFFD_CLIENT_FILE_LOCK_H_
+#define NEFFD_CLIENT_FILE_LOCK_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/store/entry_id.h"
+#include "daemon/store/file_util.h"
+
+namespace neffd {
+
+struct Clock {
+  std::function<absl::Time()> now;
+  std::function<void(absl::Duration)> sleep;
+};
+
+// absl::Now and absl::SleepFor.
+Clock RealClock();
+
+class FileLock {
+ public:
+  FileLock() = default;
+  FileLock(FileLock&&) = default;
+  FileLock& operator=(FileLock&&) = default;
+
+  bool held() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+  // Drops the lock (and closes the descriptor).
+  void Release() { fd_ = UniqueFd(); }
+
+  // Takes the lock on the open descriptor `fd`, polling until `deadline`
+  // (absl::InfinitePast: one try). Returns a held lock, or an unheld one if
+  // the deadline passed with the lock held elsewhere.
+  static absl::StatusOr<FileLock> Acquire(UniqueFd fd, absl::Time deadline,
+                                          const Clock& clock);
+
+ private:
+  explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+// {locks_dir}/{ns}/{compiler_version}/{key}.lock
+std::string LockFilePath(const std::string& locks_dir, const EntryKey& id);
+
+// Opens (creating it and its directories) the lock file of `id` and locks it
+// as FileLock::Acquire does.
+absl::StatusOr<FileLock> LockEntry(const std::string& locks_dir,
+                                   const EntryKey& id, absl::Time deadline,
+                                   const Clock& clock);
+
+}  // namespace neffd
+
+#endif  // NEFFD_CLIENT_FILE_LOCK_H_

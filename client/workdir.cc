@@ -1,0 +1,173 @@
+#include "client/workdir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace neffd {
+namespace {
+
+constexpr char kMarker[] = ".neffd-complete";
+constexpr int kMaxClaimRaces = 100;
+
+std::string MarkerText(const EntryKey& id, const CopyResult& content) {
+  return absl::StrCat(NamespaceName(id.ns()), " ", id.compiler_version(), " ",
+                      id.key(), " ", content.size, " ", content.sha256, "\n");
+}
+
+// Opens `path` as a directory, creating it if needed.
+absl::StatusOr<UniqueFd> OpenDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus(errno, "creating " + path);
+  }
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid() && errno != ENOENT) {
+    return ErrnoStatus(errno, "opening " + path);
+  }
+  return fd;
+}
+
+// True if the locked directory `fd` is still the one at `path` (its previous
+// owner may have removed it between our open and our flock).
+bool StillLinked(int fd, const std::string& path) {
+  struct stat held, named;
+  return fstat(fd, &held) == 0 && held.st_nlink > 0 &&
+         stat(path.c_str(), &named) == 0 && named.st_ino == held.st_ino &&
+         named.st_dev == held.st_dev;
+}
+
+}  // namespace
+
+WorkDir::WorkDir(std::string path, Namespace ns, FileLock lock, bool is_private)
+    : path_(std::move(path)),
+      output_(absl::StrCat(
+          path_, "/",
+          ns == Namespace::kNeff ? "module.neff" : "module.hlo.pb")),
+      lock_(std::move(lock)),
+      private_(is_private) {}
+
+std::string WorkDir::BaseFor(const std::string& debug_dir, Namespace ns) {
+  return absl::StrCat(debug_dir,
+                      ns == Namespace::kNeff ? "/neuronx-cc" : "/hlo");
+}
+
+absl::StatusOr<WorkDir> WorkDir::Claim(const std::string& debug_dir,
+                                       const EntryKey& id, absl::Time deadline,
+                                       const Clock& clock) {
+  const std::string base = BaseFor(debug_dir, id.ns());
+  if (absl::Status s = MakeDirs(base); !s.ok()) return s;
+  const std::string path = absl::StrCat(base, "/", id.key());
+  for (int race = 0; race < kMaxClaimRaces; ++race) {
+    absl::StatusOr<UniqueFd> fd = OpenDir(path);
+    if (!fd.ok()) return fd.status();
+    if (!fd->valid()) continue;  // removed between mkdir and open
+    absl::StatusOr<FileLock> lock =
+        FileLock::Acquire(*std::move(fd), deadline, clock);
+    if (!lock.ok()) return lock.status();
+    if (!lock->held()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          path, " is in use by another compile of ", id.Canonical()));
+    }
+    if (StillLinked(lock->fd(), path)) {
+      return WorkDir(path, id.ns(), *std::move(lock), false);
+    }
+  }
+  return absl::UnavailableError(
+      absl::StrCat("could not claim ", path, ": it keeps being replaced"));
+}
+
+absl::StatusOr<WorkDir> WorkDir::ClaimOrPrivate(const std::string& debug_dir,
+                                                const EntryKey& id) {
+  absl::StatusOr<WorkDir> shared =
+      Claim(debug_dir, id, absl::InfinitePast(), RealClock());
+  if (shared.ok() || !absl::IsDeadlineExceeded(shared.status())) {
+    return shared;
+  }
+  static std::atomic<int> counter{0};
+  const std::string path =
+      absl::StrCat(BaseFor(debug_dir, id.ns()), "/", id.key(), ".", getpid(),
+                   ".", counter++);
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);  // a dead process's, same pid
+  absl::StatusOr<UniqueFd> fd = OpenDir(path);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<FileLock> lock =
+      FileLock::Acquire(*std::move(fd), absl::InfinitePast(), RealClock());
+  if (!lock.ok()) return lock.status();
+  return WorkDir(path, id.ns(), *std::move(lock), true);
+}
+
+std::optional<CopyResult> WorkDir::CompleteOutput(const EntryKey& id) const {
+  absl::StatusOr<std::string> marker =
+      ReadSmallFile(absl::StrCat(path_, "/", kMarker), 4096);
+  if (!marker.ok()) return std::nullopt;
+  std::vector<std::string> fields =
+      absl::StrSplit(*marker, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  CopyResult recorded;
+  if (fields.size() != 5 || fields[0] != NamespaceName(id.ns()) ||
+      fields[1] != id.compiler_version() || fields[2] != id.key() ||
+      !absl::SimpleAtoi(fields[3], &recorded.size)) {
+    return std::nullopt;
+  }
+  recorded.sha256 = fields[4];
+  UniqueFd fd(open(output_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
+  absl::StatusOr<CopyResult> actual = CopyAndHash(fd.get(), -1, output_);
+  if (!actual.ok() || actual->size != recorded.size ||
+      actual->sha256 != recorded.sha256) {
+    return std::nullopt;
+  }
+  return recorded;
+}
+
+absl::Status WorkDir::Clear() {
+  std::error_code ec;
+  std::vector<std::filesystem::path> children;
+  for (std::filesystem::directory_iterator it(path_, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    children.push_back(it->path());
+  }
+  if (ec) return ErrnoStatus(ec.value(), "listing " + path_);
+  for (const std::filesystem::path& child : children) {
+    std::filesystem::remove_all(child, ec);
+    if (ec) return ErrnoStatus(ec.value(), "removing " + child.string());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CopyResult> WorkDir::MarkComplete(const EntryKey& id) {
+  UniqueFd fd(open(output_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "compile_fn reported success but left no file at ", output_));
+  }
+  absl::StatusOr<CopyResult> content = CopyAndHash(fd.get(), -1, output_);
+  if (!content.ok()) return content.status();
+  if (absl::Status s =
+          WriteFileAtomically(path_, kMarker, MarkerText(id, *content), "c");
+      !s.ok()) {
+    return s;
+  }
+  return content;
+}
+
+void WorkDir::Unmark() { unlink(absl::StrCat(path_, "/", kMarker).c_str()); }
+
+void WorkDir::Remove() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+  lock_.Release();
+}
+
+}  // namespace neffd
