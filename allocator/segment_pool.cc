@@ -181,8 +181,9 @@ class NeuronSegmentPool::Impl {
   absl::StatusOr<Allocation> Allocate(size_t bytes) {
     if (bytes == 0) return Allocation();
     Placement p;
+    const bool placed = PlaceRequestFast(config_, divisions_, bytes, &p);
     internal::MutexLock lock(&mu_);
-    if (!PlaceRequestFast(config_, divisions_, bytes, &p)) {
+    if (!placed) {
       ++stats_.num_ooms;
       return OutOfMemory(bytes, bytes);
     }
