@@ -1,0 +1,103 @@
+/* client/neffclient.h
+ *
+ * The C ABI of the neffd client library, for runtimes that are not C++. It
+ * exposes the calls of client/cache_client.h with the same contract: one
+ * neff_client per process (thread-safe), neff_get_or_compile returns the path
+ * of a cached NEFF and compiles it through a C callback only if nobody on the
+ * host has it or is compiling it; without a daemon the same protocol runs on
+ * the cache directories; settings come from the TORCH_NEURONX_* environment
+ * read once at neff_client_new.
+ *
+ * Every call returns a neff_status. On anything but NEFF_OK (and NEFF_MISS,
+ * which is not an error) neff_last_error() describes the problem in one line
+ * (the daemon's message, or the compiler's failure with its working
+ * directory). Strings returned through `char**` are allocated with malloc;
+ * release them with neff_free. No function keeps a pointer it was given
+ * after it returns.
+ *
+ * The compile callback runs on the calling thread. It writes the artifact to
+ * job->output_path (in job->workdir, the spec's artifact directory) and
+ * returns NEFF_COMPILE_OK, NEFF_COMPILE_ERROR (a deterministic compiler
+ * error: recorded, and returned to every waiter until its retry-after time;
+ * the log is what neff_compile_set_log gave, else the tail of
+ * {workdir}/log-neuron-cc.txt) or NEFF_COMPILE_CANCELLED (nothing recorded).
+ */
+#ifndef NEFFD_CLIENT_NEFFCLIENT_H_
+#define NEFFD_CLIENT_NEFFCLIENT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum neff_status {
+  NEFF_OK = 0,
+  NEFF_MISS = 1,             /* neff_lookup: not cached */
+  NEFF_INVALID_ARGUMENT = 2, /* a bad namespace, version, key or argument */
+  NEFF_COMPILE_FAILED = 3,   /* this compile, or a recorded one, failed */
+  NEFF_CANCELLED = 4,        /* the callback cancelled the compile */
+  NEFF_ERROR = 5             /* anything else (I/O, ...) */
+} neff_status;
+
+typedef enum neff_compile_status {
+  NEFF_COMPILE_OK = 0,
+  NEFF_COMPILE_ERROR = 1,
+  NEFF_COMPILE_CANCELLED = 2
+} neff_compile_status;
+
+typedef struct neff_client neff_client;
+
+typedef struct neff_compile_job {
+  const char* ns; /* "neff" or "hlo" */
+  const char* compiler_version;
+  const char* key;
+  const char* workdir;     /* exists; the compiler's working directory */
+  const char* output_path; /* write the artifact here */
+  void* internal;          /* for neff_compile_set_log */
+} neff_compile_job;
+
+typedef neff_compile_status (*neff_compile_fn)(void* user_data,
+                                               const neff_compile_job* job);
+
+/* The failure log of a NEFF_COMPILE_ERROR (copied). */
+void neff_compile_set_log(const neff_compile_job* job, const char* log);
+
+/* A client for the daemon at `address` (NULL or "": NEFFD_ADDRESS, else the
+ * default socket). Connects lazily; never fails because the daemon is down. */
+neff_status neff_client_new(const char* address, neff_client** out);
+void neff_client_free(neff_client* client);
+
+/* The cache key (64 lowercase hex digits, NUL-terminated) of a lowered graph:
+ * see CacheClient::DeriveKey. `platform_target` and `base_key` may be NULL.
+ * `key_out` must have room for NEFF_KEY_SIZE bytes. */
+#define NEFF_KEY_SIZE 65
+neff_status neff_derive_key(const neff_client* client, const void* hlo_bytes,
+                            size_t hlo_size, const char* compiler_flags,
+                            const char* compiler_version,
+                            const char* platform_target, const char* base_key,
+                            char* key_out);
+
+/* NEFF_OK with *path_out set, NEFF_MISS with *path_out = NULL, or an error
+ * (NEFF_COMPILE_FAILED while a recorded failure is in force). */
+neff_status neff_lookup(neff_client* client, const char* ns,
+                        const char* compiler_version, const char* key,
+                        char** path_out);
+
+/* The path of the entry, compiled with `compile` if needed. */
+neff_status neff_get_or_compile(neff_client* client, const char* ns,
+                                const char* compiler_version, const char* key,
+                                neff_compile_fn compile, void* user_data,
+                                char** path_out);
+
+/* This thread's message for the last call that failed. */
+const char* neff_last_error(void);
+
+void neff_free(void* p);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* NEFFD_CLIENT_NEFFCLIENT_H_ */
