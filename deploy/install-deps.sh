@@ -10,7 +10,7 @@ PACKAGES=(
   grpc-proto libabsl-dev librocksdb-dev libssl-dev libsystemd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev
-  clang-format
+  clang-format faketime
 )
 
 missing=()

@@ -8,20 +8,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "daemon/store/file_util.h"
 
 namespace neffd {
 namespace {
-
-absl::Time Mtime(const struct stat& st) {
-  return absl::TimeFromTimespec(st.st_mtim);
-}
 
 class FileLock : public ExternalLock {
  public:
@@ -99,7 +98,7 @@ class FileLocks : public ExternalLocks {
         return std::make_unique<FileLock>(std::move(local), std::move(lease),
                                           path, options_.shared_ops);
       }
-      if (errno != EEXIST || !BreakIfStale(id, path)) return nullptr;
+      if (errno != EEXIST || !BreakIfStale(path)) return nullptr;
     }
     return nullptr;
   }
@@ -128,23 +127,6 @@ class FileLocks : public ExternalLocks {
     return fd;
   }
 
-  // The shared filesystem's idea of "now": the mtime of a file we touch.
-  std::optional<absl::Time> FilesystemNow(const EntryKey& id) {
-    const std::string dir = options_.clock_dir(id);
-    const std::string path = absl::StrCat(dir, "/clock.", options_.host_id);
-    Count(2);
-    UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
-    if (!fd.valid() && errno == ENOENT && MakeDirs(dir).ok()) {
-      fd = UniqueFd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
-    }
-    struct stat st;
-    if (!fd.valid() || futimens(fd.get(), nullptr) != 0 ||
-        fstat(fd.get(), &st) != 0) {
-      return std::nullopt;
-    }
-    return Mtime(st);
-  }
-
   // A lease file from this host's previous daemon whose process is gone.
   bool FromDeadIncarnation(const std::string& content) {
     std::vector<std::string> fields =
@@ -158,17 +140,15 @@ class FileLocks : public ExternalLocks {
   }
 
   // True if the lease file at `path` was stale and this call removed it.
-  bool BreakIfStale(const EntryKey& id, const std::string& path) {
+  bool BreakIfStale(const std::string& path) {
     struct stat judged;
     Count(1);
     if (lstat(path.c_str(), &judged) != 0) return errno == ENOENT;
     absl::StatusOr<std::string> content = ReadSmallFile(path, 4096);
-    bool stale = content.ok() && FromDeadIncarnation(*content);
-    if (!stale) {
-      std::optional<absl::Time> now = FilesystemNow(id);
-      stale = now.has_value() && *now - Mtime(judged) > options_.stale_after;
+    if (!(content.ok() && FromDeadIncarnation(*content)) &&
+        !UnchangedForTooLong(path, judged)) {
+      return false;
     }
-    if (!stale) return false;
     const std::string doomed =
         absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
     Count(3);
@@ -188,7 +168,35 @@ class FileLocks : public ExternalLocks {
     return true;
   }
 
+  // Records what `path` looks like now; true once it has looked exactly so
+  // for stale_after - poll_interval. A live holder refreshes every TTL/3,
+  // so an unchanged window that long means it is gone.
+  bool UnchangedForTooLong(const std::string& path, const struct stat& st) {
+    const absl::Duration now =
+        absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+    absl::MutexLock lock(&mu_);
+    Observation& seen = observed_[path];
+    if (seen.inode != st.st_ino ||
+        seen.mtime != absl::TimeFromTimespec(st.st_mtim)) {
+      seen = Observation{st.st_ino, absl::TimeFromTimespec(st.st_mtim), now};
+      return false;
+    }
+    if (now - seen.since < options_.stale_after - options_.poll_interval) {
+      return false;
+    }
+    observed_.erase(path);
+    return true;
+  }
+
+  struct Observation {
+    ino_t inode = 0;
+    absl::Time mtime;
+    absl::Duration since;  // steady clock
+  };
+
   const FileLocksOptions options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Observation> observed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -8,15 +8,18 @@
 //     on this host exclude each other.
 //  2. Cross-host (when `shared` is set): the entry's lease file on the shared
 //     store, {entry_dir}/model.hlo_module.pb.lock, created with O_EXCL and
-//     holding "host pid lease-id unix-ms". Its mtime is refreshed while the
-//     lease lives. Another host's lease file is stale when its mtime is older
-//     than `stale_after` as judged by the shared filesystem's clock (the
-//     mtime of a file this daemon has just touched there), never by this
-//     host's clock, so skewed hosts neither break live leases nor keep dead
-//     ones. A lease file written by an earlier incarnation of this host's
-//     daemon whose process is gone is stale at once. Breaking is race-free:
-//     rename to a unique name, check that the renamed file is the one judged
-//     stale, then unlink; only the renamer proceeds.
+//     holding "host pid lease-id unix-ms". Its mtime is refreshed (every
+//     TTL/3) while the lease lives. Another host's lease file is stale when
+//     this daemon has watched it stay unchanged (same inode, same mtime) for
+//     `stale_after` minus one poll interval, measured on this host's
+//     monotonic clock. No wall clock is ever compared across hosts: on
+//     filesystems where clients set mtimes (Lustre), a skewed host writes
+//     skewed mtimes, so "mtime vs. the filesystem's now" would break live
+//     leases or keep dead ones; watching for change cannot. A lease file
+//     written by an earlier incarnation of this host's daemon whose process
+//     is gone is stale at once. Breaking is race-free: rename to a unique
+//     name, check that the renamed file is the one judged stale, then unlink;
+//     only the renamer proceeds.
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
@@ -40,10 +43,10 @@ struct FileLocksOptions {
   bool shared = true;     // also take cross-host lease files
   std::string host_id;
   absl::Duration stale_after = absl::Seconds(30);
-  // The entry's directory on the shared store, and a directory on the same
-  // filesystem where this daemon keeps its clock file.
+  // The LockTable's poll interval: how often TryTake is retried per key.
+  absl::Duration poll_interval = absl::Seconds(1);
+  // The entry's directory on the shared store.
   std::function<std::string(const EntryKey&)> entry_dir;
-  std::function<std::string(const EntryKey&)> clock_dir;
   // Counts metadata operations on the shared store (may be null).
   std::atomic<uint64_t>* shared_ops = nullptr;
 };

@@ -34,9 +34,9 @@ class FileLocksTest : public ::testing::Test {
     FileLocksOptions o;
     o.locks_dir = absl::StrCat(root_, "/", host, "/locks");
     o.host_id = host;
-    o.stale_after = absl::Seconds(30);
+    o.stale_after = absl::Milliseconds(300);
+    o.poll_interval = absl::Milliseconds(100);
     o.entry_dir = [this](const EntryKey& id) { return EntryDir(id); };
-    o.clock_dir = [this](const EntryKey&) { return root_ + "/store/.neffd"; };
     o.shared_ops = &ops_;
     return NewFileLocks(o);
   }
@@ -73,23 +73,31 @@ TEST_F(FileLocksTest, OneHostAtATimeThroughTheLeaseFile) {
   EXPECT_GT(ops_.load(), 0u);
 }
 
-TEST_F(FileLocksTest, StaleLeaseIsBrokenAndAFreshOneIsNot) {
-  ForeignLease("hostC 123 old 0\n", absl::Seconds(10));
-  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);  // 10 s old: live
-  ForeignLease("hostC 123 old 0\n", absl::Seconds(31));
+TEST_F(FileLocksTest, LeaseUnchangedForTheTtlIsBrokenWhateverItsMtime) {
+  // An mtime far in the future (a skewed writer) does not protect a lease
+  // that stops changing.
+  ForeignLease("hostC 123 old 0\n", -absl::Hours(1));
+  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);  // first sight
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);  // unchanged 100 ms
+  absl::SleepFor(absl::Milliseconds(150));
   std::unique_ptr<ExternalLock> held = b_->TryTake(id_, "lease-b");
   ASSERT_NE(held, nullptr);
   EXPECT_NE(ReadSmallFile(LeasePath(), 4096)->find("hostB"), std::string::npos);
 }
 
-TEST_F(FileLocksTest, RefreshKeepsALeaseFromGoingStale) {
+TEST_F(FileLocksTest, RefreshedLeaseIsNeverBrokenEvenIfItsMtimeIsAncient) {
   std::unique_ptr<ExternalLock> held = a_->TryTake(id_, "lease-a");
   ASSERT_NE(held, nullptr);
-  struct timespec old[2];
-  old[0] = old[1] = absl::ToTimespec(absl::Now() - absl::Seconds(60));
-  ASSERT_EQ(utimensat(AT_FDCWD, LeasePath().c_str(), old, 0), 0);
-  held->Refresh();
-  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);
+  for (int i = 0; i < 10; ++i) {
+    struct timespec old[2];  // a writer whose clock is an hour behind
+    old[0] = old[1] =
+        absl::ToTimespec(absl::Now() - absl::Hours(1) + absl::Seconds(i));
+    ASSERT_EQ(utimensat(AT_FDCWD, LeasePath().c_str(), old, 0), 0);
+    EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(held->StillHeld());
 }
 
 TEST_F(FileLocksTest, LeaseOfThisHostsDeadDaemonIsBrokenAtOnce) {
@@ -103,9 +111,8 @@ TEST_F(FileLocksTest, LeaseOfThisHostsDeadDaemonIsBrokenAtOnce) {
 TEST_F(FileLocksTest, HolderWhoseLeaseWasBrokenNoLongerHoldsIt) {
   std::unique_ptr<ExternalLock> held = a_->TryTake(id_, "lease-a");
   ASSERT_NE(held, nullptr);
-  struct timespec old[2];
-  old[0] = old[1] = absl::ToTimespec(absl::Now() - absl::Seconds(60));
-  ASSERT_EQ(utimensat(AT_FDCWD, LeasePath().c_str(), old, 0), 0);
+  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);
+  absl::SleepFor(absl::Milliseconds(250));  // hostA stopped refreshing
   std::unique_ptr<ExternalLock> taken = b_->TryTake(id_, "lease-b");
   ASSERT_NE(taken, nullptr);
   EXPECT_FALSE(held->StillHeld());

@@ -1,7 +1,5 @@
 #include "daemon/locks/lock_table.h"
 
-#include "daemon/locks/file_locks.h"
-
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -12,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/locks/file_locks.h"
 #include "gtest/gtest.h"
 
 namespace neffd {

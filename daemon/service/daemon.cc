@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "daemon/index/catalog.h"
 #include "daemon/index/index.h"
 #include "daemon/locks/file_locks.h"
@@ -206,9 +207,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   file_options.entry_dir = [catalog](const EntryKey& id) {
     return catalog->StoreFor(id).EntryDir(id);
   };
-  file_options.clock_dir = [catalog](const EntryKey& id) {
-    return catalog->StoreFor(id).root() + "/.neffd";
-  };
+  file_options.poll_interval = options.poll_interval;
   file_options.shared_ops = &parts->shared_lease_ops;
   parts->file_locks = NewFileLocks(file_options);
   LockTableOptions lock_options;
@@ -263,7 +262,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   Parts* p = parts.get();
   p->ticker = std::thread([p] {
     int ticks = 0;
-    while (!p->stop_ticking.WaitForNotificationWithTimeout(kTickInterval)) {
+    // Relative sleeps, not timed waits on the wall clock: a wall clock that
+    // disagrees with the kernel's (libfaketime in tests) must not stall the
+    // lock table.
+    for (;;) {
+      absl::SleepFor(kTickInterval);
+      if (p->stop_ticking.HasBeenNotified()) break;
       p->locks->Tick();
       if (++ticks % kTicksPerAccessFlush == 0) {
         (void)p->catalog->FlushAccessTimes();

@@ -141,17 +141,20 @@ std::string ShortSocketPath() {
   return absl::StrCat(dir, "/neffd.sock");
 }
 
-DaemonProcess::DaemonProcess(std::string root, std::vector<std::string> flags)
+DaemonProcess::DaemonProcess(std::string root, std::vector<std::string> flags,
+                             std::vector<std::string> env)
     : root_(std::move(root)),
       socket_path_(ShortSocketPath()),
       address_(absl::StrCat("unix:", socket_path_)),
-      flags_(std::move(flags)) {}
+      flags_(std::move(flags)),
+      env_(std::move(env)) {}
 
 DaemonProcess::DaemonProcess(const DaemonProcess& other)
     : root_(other.root_),
       socket_path_(other.socket_path_),
       address_(other.address_),
-      flags_(other.flags_) {}
+      flags_(other.flags_),
+      env_(other.env_) {}
 
 DaemonProcess::~DaemonProcess() {
   process_.reset();
@@ -168,7 +171,7 @@ bool DaemonProcess::Start() {
       "--address=" + address_,
   };
   argv.insert(argv.end(), flags_.begin(), flags_.end());
-  process_ = std::make_unique<Process>(argv);
+  process_ = std::make_unique<Process>(argv, env_);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
     if (!process_->Running()) return false;

@@ -65,7 +65,10 @@ class DaemonProcess {
  public:
   // Runs neffd with --cache_dir={root}/neff --hlo_cache_dir={root}/hlo
   // --local_dir={root}/local --address=unix:{a short /tmp path} plus `flags`.
-  DaemonProcess(std::string root, std::vector<std::string> flags = {});
+  // `flags` come after the defaults and so override them; `env` entries
+  // ("NAME=value") are added to the daemon's environment.
+  DaemonProcess(std::string root, std::vector<std::string> flags = {},
+                std::vector<std::string> env = {});
   // Another daemon on the same directories and socket (not started).
   DaemonProcess(const DaemonProcess& other);
   ~DaemonProcess();
@@ -88,6 +91,7 @@ class DaemonProcess {
   std::string socket_path_;
   std::string address_;
   std::vector<std::string> flags_;
+  std::vector<std::string> env_;
   std::unique_ptr<Process> process_;
 };
 
