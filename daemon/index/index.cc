@@ -1,6 +1,7 @@
 #include "daemon/index/index.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -153,6 +154,25 @@ absl::Status Index::Delete(const EntryKey& id) {
   }
   totals_ = next;
   return absl::OkStatus();
+}
+
+void Index::ForEach(
+    const std::function<bool(const EntryKey&, const v1::IndexRecord&)>& visit)
+    const {
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(kEntryPrefix); it->Valid(); it->Next()) {
+    absl::string_view row(it->key().data(), it->key().size());
+    if (!absl::StartsWith(row, kEntryPrefix)) break;
+    absl::StatusOr<EntryKey> id =
+        EntryKey::FromCanonical(row.substr(strlen(kEntryPrefix)));
+    v1::IndexRecord record;
+    if (!id.ok() ||
+        !record.ParseFromArray(it->value().data(), it->value().size())) {
+      continue;
+    }
+    if (!visit(*id, record)) return;
+  }
 }
 
 Index::Totals Index::totals() const {

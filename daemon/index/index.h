@@ -16,6 +16,7 @@
 #define NEFFD_DAEMON_INDEX_INDEX_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,11 @@ class Index {
   absl::StatusOr<std::optional<v1::IndexRecord>> Get(const EntryKey& id) const;
   absl::Status Put(const EntryKey& id, const v1::IndexRecord& record);
   absl::Status Delete(const EntryKey& id);
+
+  // Calls `visit` for every entry in key order until it returns false. Sees
+  // a consistent snapshot; writers are not blocked.
+  void ForEach(const std::function<bool(const EntryKey&,
+                                        const v1::IndexRecord&)>& visit) const;
 
   Totals totals() const;
 

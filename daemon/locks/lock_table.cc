@@ -351,6 +351,12 @@ void LockTable::Shutdown() {
   Run(pending);
 }
 
+bool LockTable::Held(const EntryKey& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = slots_.find(id.Canonical());
+  return it != slots_.end() && it->second.lease.has_value();
+}
+
 LockTable::Counts LockTable::counts() const {
   absl::MutexLock lock(&mu_);
   Counts c = counts_;

@@ -144,6 +144,9 @@ class LockTable {
   // Answers every waiter kShutdown and refuses new requests the same way.
   void Shutdown();
 
+  // True while a lease on `id` is out on this host.
+  bool Held(const EntryKey& id) const;
+
   Counts counts() const;
   absl::Duration lease_ttl() const { return options_.lease_ttl; }
 

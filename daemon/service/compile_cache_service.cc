@@ -8,17 +8,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/service/grpc_status.h"
 #include "daemon/store/digest.h"
 #include "daemon/store/file_util.h"
 
 namespace neffd {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      std::string(s.message()));
-}
 
 grpc::Status Invalid(absl::string_view message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(message));
@@ -116,10 +111,10 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
                                          const v1::LookupRequest* request,
                                          v1::LookupResponse* response) {
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
-  if (!id.ok()) return ToGrpc(id.status());
+  if (!id.ok()) return ToGrpcStatus(id.status());
   ++counters_.lookups;
   absl::StatusOr<std::optional<v1::Entry>> entry = catalog_->Find(*id);
-  if (!entry.ok()) return ToGrpc(entry.status());
+  if (!entry.ok()) return ToGrpcStatus(entry.status());
   if (entry->has_value()) {
     ++counters_.hits;
     response->set_result(v1::LookupResponse::HIT);
@@ -160,7 +155,7 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
   auto* reactor = new LockReactor(locks_);
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
   if (!id.ok()) {
-    reactor->Finish(ToGrpc(id.status()));
+    reactor->Finish(ToGrpcStatus(id.status()));
     return reactor;
   }
   if (request->holder().host().size() > 256) {
@@ -169,7 +164,7 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
   }
   absl::StatusOr<bool> answered = AnswerWithoutLock(*id, response);
   if (!answered.ok() || *answered) {
-    reactor->Finish(ToGrpc(answered.status()));
+    reactor->Finish(ToGrpcStatus(answered.status()));
     return reactor;
   }
   const absl::Duration wait = request->wait_seconds() > 0
@@ -247,10 +242,10 @@ grpc::Status CompileCacheService::KeepAlive(grpc::ServerContext*,
                                             const v1::KeepAliveRequest* request,
                                             v1::KeepAliveResponse* response) {
   if (absl::Status s = ValidateLeaseId(request->lease_id()); !s.ok()) {
-    return ToGrpc(s);
+    return ToGrpcStatus(s);
   }
   if (absl::Status s = locks_->KeepAlive(request->lease_id()); !s.ok()) {
-    return ToGrpc(s);
+    return ToGrpcStatus(s);
   }
   response->set_ttl_ms(absl::ToInt64Milliseconds(locks_->lease_ttl()));
   return grpc::Status::OK;
@@ -260,9 +255,9 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
                                           const v1::PublishRequest* request,
                                           v1::PublishResponse* response) {
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
-  if (!id.ok()) return ToGrpc(id.status());
+  if (!id.ok()) return ToGrpcStatus(id.status());
   if (absl::Status s = ValidateLeaseId(request->lease_id()); !s.ok()) {
-    return ToGrpc(s);
+    return ToGrpcStatus(s);
   }
   if (!IsSha256Hex(request->sha256())) {
     return Invalid("sha256: must be 64 lowercase hex digits");
@@ -296,7 +291,7 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
   // a client without the lease cannot make the daemon read or remove files.
   if (absl::Status s = locks_->BeginPublish(request->lease_id(), *id);
       !s.ok()) {
-    return ToGrpc(s);
+    return ToGrpcStatus(s);
   }
   std::map<std::string, std::string> metadata(request->metadata().begin(),
                                               request->metadata().end());
@@ -320,11 +315,11 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
   }
   if (!result.ok()) {
     locks_->FinishPublish(request->lease_id(), nullptr);
-    return ToGrpc(result.status());
+    return ToGrpcStatus(result.status());
   }
   absl::Status indexed = catalog_->Record(*id, result->stored);
   locks_->FinishPublish(request->lease_id(), &result->stored.entry);
-  if (!indexed.ok()) return ToGrpc(indexed);
+  if (!indexed.ok()) return ToGrpcStatus(indexed);
   ++(result->already_cached ? counters_.already_cached : counters_.publishes);
   response->set_outcome(result->already_cached
                             ? v1::PublishResponse::ALREADY_CACHED
@@ -337,26 +332,26 @@ grpc::Status CompileCacheService::Unlock(grpc::ServerContext*,
                                          const v1::UnlockRequest* request,
                                          v1::UnlockResponse*) {
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
-  if (!id.ok()) return ToGrpc(id.status());
+  if (!id.ok()) return ToGrpcStatus(id.status());
   if (absl::Status s = ValidateLeaseId(request->lease_id()); !s.ok()) {
-    return ToGrpc(s);
+    return ToGrpcStatus(s);
   }
   switch (request->outcome()) {
     case v1::UnlockRequest::ABANDONED:
-      return ToGrpc(locks_->Release(request->lease_id(), *id, nullptr));
+      return ToGrpcStatus(locks_->Release(request->lease_id(), *id, nullptr));
     case v1::UnlockRequest::FAILED: {
       // Pin the lease while the failure is written so only its holder can
       // record one.
       if (absl::Status s = locks_->BeginPublish(request->lease_id(), *id);
           !s.ok()) {
-        return ToGrpc(s);
+        return ToGrpcStatus(s);
       }
       absl::StatusOr<v1::Failure> failure =
           StoreFor(*id).RecordFailure(*id, request->log());
       locks_->FinishPublish(request->lease_id(), nullptr);
-      if (!failure.ok()) return ToGrpc(failure.status());
+      if (!failure.ok()) return ToGrpcStatus(failure.status());
       ++counters_.failures_recorded;
-      return ToGrpc(locks_->Release(request->lease_id(), *id, &*failure));
+      return ToGrpcStatus(locks_->Release(request->lease_id(), *id, &*failure));
     }
     default:
       return Invalid("outcome: must be ABANDONED or FAILED");

@@ -21,7 +21,9 @@
 #include "daemon/locks/file_locks.h"
 #include "daemon/locks/liveness.h"
 #include "daemon/locks/lock_table.h"
+#include "daemon/service/admin_service.h"
 #include "daemon/service/compile_cache_service.h"
+#include "daemon/service/maintenance.h"
 #include "daemon/store/file_util.h"
 #include "daemon/store/store.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -126,6 +128,8 @@ struct Daemon::Parts {
   std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
   std::unique_ptr<CompileCacheService> service;
+  std::unique_ptr<Maintenance> maintenance;
+  std::unique_ptr<CacheAdminService> admin;
   std::unique_ptr<grpc::Server> server;
   absl::Notification stop_ticking;
   std::thread ticker;
@@ -235,6 +239,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   parts->service = std::make_unique<CompileCacheService>(
       service_options, parts->catalog.get(), parts->locks.get());
 
+  MaintenanceOptions maintenance_options;
+  maintenance_options.stale_lock_age = options.lock_timeout;
+  maintenance_options.lease_out = [locks =
+                                       parts->locks.get()](const EntryKey& id) {
+    return locks->Held(id);
+  };
+  parts->maintenance =
+      std::make_unique<Maintenance>(maintenance_options, parts->catalog.get());
+  parts->admin = std::make_unique<CacheAdminService>(parts->maintenance.get(),
+                                                     parts->catalog.get());
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -242,6 +257,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
                            &port);
   builder.RegisterService(parts->service.get());
+  builder.RegisterService(parts->admin.get());
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(options.max_inline_bytes + (1 << 20)));
   parts->server = builder.BuildAndStart();

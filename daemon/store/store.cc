@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
 }
 
 absl::string_view Store::ArtifactName() const {
-  return options_.ns == Namespace::kNeff ? "model.neff" : "model.hlo.pb";
+  return options_.ns == Namespace::kNeff ? "model.neff" : "model.hlo";
 }
 
 std::string Store::EntryDir(const EntryKey& id) const {
@@ -91,6 +91,11 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
       ReadSmallFile(absl::StrCat(dir, "/", kDoneName), kMaxDoneBytes);
   if (!done_text.ok()) {
     if (absl::IsNotFound(done_text.status())) {
+      EntryState state = Inspect(id);
+      if (state.has_artifact && state.legacy_inputs &&
+          state.lock_files.empty()) {
+        return AdoptLegacy(id);
+      }
       QuarantineOrphan(id, options_.orphan_grace);
       return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
     }
@@ -233,20 +238,42 @@ absl::StatusOr<PublishResult> Store::Publish(
   done.set_compiler_version(id.compiler_version());
   done.set_key(id.key());
   done.mutable_metadata()->insert(md.begin(), md.end());
+  if (absl::Status s = WriteDone(id, done); !s.ok()) return s;
+  unlink(absl::StrCat(dir, "/", kLogName).c_str());
+  return PublishResult{
+      StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)}, false};
+}
+
+absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey& id) {
+  const std::string artifact = ArtifactPath(id);
+  CountOps(2);
+  UniqueFd fd(open(artifact.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, "opening " + artifact);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::NotFoundError(absl::StrCat(artifact, " is not a file"));
+  }
+  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd.get(), -1, artifact);
+  if (!hashed.ok()) return hashed.status();
+  v1::DoneRecord done;
+  done.set_size(hashed->size);
+  done.set_sha256(hashed->sha256);
+  done.set_producer_host("legacy");
+  done.set_publish_time_unix_ms(MtimeNs(st) / 1000000);
+  done.set_compiler_version(id.compiler_version());
+  done.set_key(id.key());
+  if (absl::Status s = WriteDone(id, done); !s.ok()) return s;
+  return StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)};
+}
+
+absl::Status Store::WriteDone(const EntryKey& id, const v1::DoneRecord& done) {
   std::string json;
   google::protobuf::util::JsonPrintOptions print;
   print.preserve_proto_field_names = true;
   if (!google::protobuf::util::MessageToJsonString(done, &json, print).ok()) {
     return absl::InternalError("serialising model.done");
   }
-  if (absl::Status s =
-          WriteFileAtomically(dir, kDoneName, json, options_.host_id);
-      !s.ok()) {
-    return s;
-  }
-  unlink(absl::StrCat(dir, "/", kLogName).c_str());
-  return PublishResult{
-      StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)}, false};
+  return WriteFileAtomically(EntryDir(id), kDoneName, json, options_.host_id);
 }
 
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey& id,

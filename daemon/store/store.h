@@ -5,7 +5,7 @@
 // on-disk layout (DESIGN.md §5), compatible with libneuronxla's cache:
 //
 //   {root}/neuronxcc-{version}/MODULE_{key}/
-//       model.neff | model.hlo.pb   the artifact (written first, by rename)
+//       model.neff | model.hlo      the artifact (written first, by rename)
 //       model.done                  DoneRecord as JSON (written last, by
 //       rename) model.log                   a recorded compile failure
 //   {root}/quarantine/              damaged entries, each with a `reason` file
@@ -31,6 +31,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -79,6 +81,21 @@ struct StoredEntry {
 struct Producer {
   std::string host;
   int64_t pid = 0;
+};
+
+// What an entry directory holds, from one listing (import, gc, operators).
+struct EntryState {
+  bool exists = false;  // the directory
+  bool has_artifact = false;
+  uint64_t artifact_size = 0;
+  absl::Time artifact_mtime;
+  bool has_done = false;
+  absl::Time done_mtime;
+  bool has_log = false;
+  // libneuronxla's compile inputs (model.hlo.pb, compile_flags.txt) beside
+  // an artifact mark an entry from before model.done existed.
+  bool legacy_inputs = false;
+  std::vector<std::pair<std::string, absl::Time>> lock_files;  // *.lock
 };
 
 struct PublishResult {
@@ -134,6 +151,24 @@ class Store {
   absl::StatusOr<std::string> Quarantine(const EntryKey& id,
                                          absl::string_view reason);
 
+  // --- Maintenance (store_maintenance.cc) ---
+
+  // Calls `visit` for every neuronxcc-*/MODULE_* directory whose names are
+  // valid; stops early when `visit` returns false.
+  absl::Status ForEachEntry(
+      const std::function<bool(const EntryKey&)>& visit) const;
+  EntryState Inspect(const EntryKey& id) const;
+  // Renames the entry's directory into {root}/.trash, then deletes it: a
+  // reader that already opened a file keeps reading it. NotFound if absent.
+  absl::Status Remove(const EntryKey& id);
+  // Breaks one lock file of the entry (rename, then unlink).
+  absl::Status RemoveLockFile(const EntryKey& id, const std::string& name);
+  // The shared filesystem's clock: the mtime of a file just touched here.
+  absl::StatusOr<absl::Time> FilesystemNow() const;
+  // Writes model.done for a legacy entry (artifact and compile inputs, no
+  // marker) from the artifact's own size and digest.
+  absl::StatusOr<StoredEntry> AdoptLegacy(const EntryKey& id);
+
  private:
   explicit Store(StoreOptions options) : options_(std::move(options)) {}
 
@@ -146,6 +181,7 @@ class Store {
       const std::function<
           absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write);
 
+  absl::Status WriteDone(const EntryKey& id, const v1::DoneRecord& done);
   // Moves an artifact that has no model.done aside, if it is not a publish
   // in flight (lease file present, or younger than `grace`).
   void QuarantineOrphan(const EntryKey& id, absl::Duration grace);
