@@ -1,0 +1,144 @@
+#include "client/neffctl/ctl.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/daemon_channel.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace neffd::ctl {
+
+int Complain(int code, absl::string_view message) {
+  std::fprintf(stderr, "neffctl: %s\n", std::string(message).c_str());
+  return code;
+}
+
+int RpcFailure(const grpc::Status& status, const std::string& address) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return Complain(kUnreachable,
+                      absl::StrCat("cannot reach neffd at ", address, ": ",
+                                   status.error_message()));
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return Complain(kBadInput, status.error_message());
+    default:
+      return Complain(kFailed, status.error_message());
+  }
+}
+
+void PrintJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  std::printf("%s\n", json.c_str());
+}
+
+void PrintFields(std::initializer_list<Field> fields) {
+  google::protobuf::Struct out;
+  for (const auto& [name, value] : fields)
+    (*out.mutable_fields())[name] = value;
+  PrintJson(out);
+}
+
+google::protobuf::Value Str(const std::string& s) {
+  google::protobuf::Value v;
+  v.set_string_value(s);
+  return v;
+}
+
+google::protobuf::Value Num(double n) {
+  google::protobuf::Value v;
+  v.set_number_value(n);
+  return v;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = bytes;
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrCat(bytes, " B")
+                   : absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+bool ParseBytes(absl::string_view text, uint64_t* bytes) {
+  std::string t = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
+  if (absl::EndsWith(t, "IB")) {
+    t.resize(t.size() - 2);  // "2GiB" -> "2G"
+  } else if (t.size() > 1 && absl::EndsWith(t, "B")) {
+    t.pop_back();  // "2GB" -> "2G", "512B" -> "512"
+  }
+  uint64_t scale = 1;
+  if (!t.empty() && !absl::ascii_isdigit(t.back())) {
+    const size_t unit = std::string("KMGTP").find(t.back());
+    if (unit == std::string::npos) return false;
+    scale = uint64_t{1} << (10 * (unit + 1));
+    t.pop_back();
+  }
+  double value = 0;
+  if (t.empty() || !absl::SimpleAtod(t, &value) || value < 0) return false;
+  *bytes = static_cast<uint64_t>(value * scale);
+  return true;
+}
+
+bool ParseAge(absl::string_view text, absl::Duration* age) {
+  double days = 0;
+  if (absl::EndsWith(text, "d") &&
+      absl::SimpleAtod(text.substr(0, text.size() - 1), &days) && days >= 0) {
+    *age = absl::Hours(24 * days);
+    return true;
+  }
+  return absl::ParseDuration(text, age) && *age >= absl::ZeroDuration();
+}
+
+Progress::Progress(std::string label)
+    : label_(std::move(label)), tty_(isatty(STDERR_FILENO) == 1) {}
+
+Progress::~Progress() {
+  if (drawn_) std::fprintf(stderr, "\n");
+}
+
+void Progress::Update(uint64_t done, uint64_t total,
+                      const std::string& detail) {
+  if (!tty_) return;
+  constexpr int kWidth = 30;
+  const int filled =
+      total == 0 ? kWidth : static_cast<int>(kWidth * done / total);
+  std::fprintf(stderr, "\r%s [%s%s] %llu/%llu %s", label_.c_str(),
+               std::string(filled, '=').c_str(),
+               std::string(kWidth - filled, ' ').c_str(),
+               static_cast<unsigned long long>(done),
+               static_cast<unsigned long long>(total), detail.c_str());
+  drawn_ = true;
+}
+
+Ctl::Ctl(std::string address, bool json)
+    : address_(ResolveDaemonAddress(address)),
+      json_(json),
+      channel_(ConnectToDaemon(address_)),
+      cache_(v1::CompileCache::NewStub(channel_)),
+      admin_(v1::CacheAdmin::NewStub(channel_)) {}
+
+std::unique_ptr<grpc::ClientContext> Ctl::Context(
+    absl::Duration timeout) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        absl::ToChronoMilliseconds(timeout));
+  return context;
+}
+
+}  // namespace neffd::ctl

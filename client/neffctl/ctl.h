@@ -1,0 +1,96 @@
+// client/neffctl/ctl.h
+//
+// The pieces every neffctl command shares: exit codes, one-line complaints,
+// mapping RPC failures to exit codes, JSON output through protobuf's
+// json_util, units for people, and a progress bar that shows only on a
+// terminal. Commands are methods of Ctl, one file per group.
+#ifndef NEFFD_CLIENT_NEFFCTL_CTL_H_
+#define NEFFD_CLIENT_NEFFCTL_CTL_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/store/entry_id.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/struct.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/neffd/v1/neffd.grpc.pb.h"
+
+namespace neffd::ctl {
+
+inline constexpr int kOk = 0;
+inline constexpr int kMiss = 1;
+inline constexpr int kBadInput = 2;
+inline constexpr int kUnreachable = 3;
+inline constexpr int kFailed = 4;
+
+// Prints "neffctl: {message}" on stderr and returns `code`.
+int Complain(int code, absl::string_view message);
+int RpcFailure(const grpc::Status& status, const std::string& address);
+
+void PrintJson(const google::protobuf::Message& message);
+using Field = std::pair<const char*, google::protobuf::Value>;
+void PrintFields(std::initializer_list<Field> fields);
+google::protobuf::Value Str(const std::string& s);
+google::protobuf::Value Num(double n);
+
+// "1.5 GiB", "312 B".
+std::string HumanBytes(uint64_t bytes);
+// "12345", "64M", "2GiB", "1.5T" → bytes.
+bool ParseBytes(absl::string_view text, uint64_t* bytes);
+// absl durations ("90s", "12h") plus days ("7d").
+bool ParseAge(absl::string_view text, absl::Duration* age);
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class Progress {
+ public:
+  explicit Progress(std::string label);
+  ~Progress();
+  void Update(uint64_t done, uint64_t total, const std::string& detail);
+
+ private:
+  const std::string label_;
+  const bool tty_;
+  bool drawn_ = false;
+};
+
+class Ctl {
+ public:
+  Ctl(std::string address, bool json);
+
+  // Data commands (entry_commands.cc).
+  int Lookup(const EntryKey& id);
+  int Put(const EntryKey& id, const std::string& file);
+  int Get(const EntryKey& id, const std::string& out);
+
+  // Operator commands (admin_commands.cc).
+  int Stats();
+  int Evict(const EntryKey& id);
+  int Verify(const std::string& ns, bool all);
+  int Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
+         bool dry_run);
+  int Import(const std::string& dir, bool clear_stale_locks);
+
+ private:
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
+  int PublishStaged(const EntryKey& id, const v1::Lease& lease,
+                    const std::string& file, uint64_t size,
+                    const std::string& sha256, v1::PublishResponse* published);
+  void Abandon(const EntryKey& id, const std::string& lease_id);
+
+  const std::string address_;
+  const bool json_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::CompileCache::Stub> cache_;
+  std::unique_ptr<v1::CacheAdmin::Stub> admin_;
+};
+
+}  // namespace neffd::ctl
+
+#endif  // NEFFD_CLIENT_NEFFCTL_CTL_H_
