@@ -77,18 +77,6 @@ const KeySpec* FindKey(absl::string_view name, size_t* index) {
   return nullptr;
 }
 
-// Bare decimal digits that fit in 64 bits.
-bool ParseBytes(absl::string_view value, size_t* out) {
-  if (value.empty()) return false;
-  for (char c : value) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  uint64_t v = 0;
-  if (!absl::SimpleAtoi(value, &v)) return false;  // overflow
-  *out = v;
-  return true;
-}
-
 // Empty when `v` is acceptable for `spec`, else the reason.
 std::string RangeProblem(const KeySpec& spec, size_t v) {
   switch (spec.check) {
@@ -144,7 +132,7 @@ ParsedSegmentAllocatorConfig ParseSegmentAllocatorConfig(
       continue;
     }
     size_t parsed = 0;
-    if (!ParseBytes(value, &parsed)) {
+    if (!ParseDecimalBytes(value, &parsed)) {
       warnings.push_back(absl::StrFormat(
           "%signoring %s=%s: not a non-negative decimal integer%s; keeping %d",
           kPrefix, key, value,
@@ -240,6 +228,17 @@ absl::Status ValidateSegmentAllocatorConfig(
     }
   }
   return absl::OkStatus();
+}
+
+bool ParseDecimalBytes(absl::string_view text, size_t* bytes) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v)) return false;  // overflow
+  *bytes = v;
+  return true;
 }
 
 size_t EffectiveRoundupDivisions(const SegmentAllocatorConfig& config) {

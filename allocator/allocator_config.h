@@ -94,6 +94,10 @@ std::vector<std::pair<std::string, size_t>> SegmentAllocatorConfigEntries(
 absl::Status ValidateSegmentAllocatorConfig(
     const SegmentAllocatorConfig& config);
 
+// Parses a size in the spec's syntax: bare decimal digits that fit in 64
+// bits (no sign, suffix or whitespace). False otherwise.
+bool ParseDecimalBytes(absl::string_view text, size_t* bytes);
+
 // kRoundupPower2Divisions taken down to a power of two: the N of the rounding
 // rule (see rounding.h).
 size_t EffectiveRoundupDivisions(const SegmentAllocatorConfig& config);

@@ -287,6 +287,18 @@ TEST(ParseSegmentAllocatorConfig, ManyProblemsGiveOneLineEach) {
   EXPECT_TRUE(parsed.config == SegmentAllocatorConfig());
 }
 
+TEST(ParseDecimalBytes, AcceptsBareDigitsThatFitIn64Bits) {
+  size_t v = 7;
+  EXPECT_TRUE(ParseDecimalBytes("0", &v));
+  EXPECT_EQ(v, 0u);
+  EXPECT_TRUE(ParseDecimalBytes("18446744073709551615", &v));
+  EXPECT_EQ(v, ~size_t{0});
+  for (const char* bad :
+       {"", " 1", "1 ", "+1", "-1", "1MB", "0x10", "18446744073709551616"}) {
+    EXPECT_FALSE(ParseDecimalBytes(bad, &v)) << bad;
+  }
+}
+
 TEST(ValidateSegmentAllocatorConfig, RejectsBrokenRules) {
   EXPECT_TRUE(ValidateSegmentAllocatorConfig(SegmentAllocatorConfig()).ok());
   SegmentAllocatorConfig c;

@@ -15,7 +15,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "allocator/allocator_config.h"
@@ -93,11 +92,8 @@ int Round(const std::vector<char*>& args) {
   const SegmentAllocatorConfig& config = ProcessSegmentAllocatorConfig().config;
   std::vector<Placement> placements;
   for (const char* arg : args) {
-    uint64_t bytes = 0;
-    const absl::string_view text(arg);
-    if (text.empty() ||
-        text.find_first_not_of("0123456789") != absl::string_view::npos ||
-        !absl::SimpleAtoi(text, &bytes)) {
+    size_t bytes = 0;
+    if (!ParseDecimalBytes(arg, &bytes)) {
       return Usage(absl::StrFormat(
           "SIZE '%s' is not a non-negative decimal integer of bytes", arg));
     }

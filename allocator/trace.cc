@@ -5,9 +5,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "allocator/allocator_config.h"
 
 namespace neffd::allocator {
 namespace {
@@ -16,17 +16,6 @@ absl::Status LineError(size_t line, absl::string_view what,
                        absl::string_view text) {
   return absl::InvalidArgumentError(
       absl::StrFormat("line %d: %s: '%s'", line, what, text));
-}
-
-bool ParseSize(absl::string_view s, size_t* out) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  uint64_t v = 0;
-  if (!absl::SimpleAtoi(s, &v)) return false;
-  *out = v;
-  return true;
 }
 
 }  // namespace
@@ -55,7 +44,7 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view text) {
     }
     if (op == "a") {
       size_t bytes = 0;
-      if (fields.size() != 3 || !ParseSize(fields[2], &bytes)) {
+      if (fields.size() != 3 || !ParseDecimalBytes(fields[2], &bytes)) {
         return LineError(line_number,
                          "expected 'a <id> <bytes>' with decimal bytes", line);
       }
