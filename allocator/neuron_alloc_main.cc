@@ -48,8 +48,9 @@ constexpr char kUsage[] =
     "  neuron-alloc replay [--json] [--capacity BYTES] TRACE\n"
     "                                        replay an allocation trace "
     "('a <id> <bytes>', 'f <id>', 'e', '#')\n"
-    "In JSON, byte counts above 2^53 are written as decimal strings so they "
-    "stay exact.";
+    "A SIZE of 0 is never placed: its pool and segment are \"none\". In "
+    "JSON, byte counts above 2^53 are written as decimal strings so they stay "
+    "exact.";
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
