@@ -33,7 +33,7 @@ Catalog::FindResult Catalog::Find(const EntryKey& id) {
   if (record->has_value()) {
     const v1::IndexRecord& r = **record;
     FileIdentity verified{r.verified_inode(), r.entry().size(),
-                          r.verified_mtime_ns()};
+                          r.verified_mtime_ns(), r.verified_ctime_ns()};
     if (StoreFor(id).StillValid(id, verified)) {
       Touch(id.Canonical());
       return r.entry();
@@ -80,6 +80,7 @@ absl::Status Catalog::Record(const EntryKey& id, const StoredEntry& stored) {
   *record.mutable_entry() = stored.entry;
   record.set_verified_inode(stored.identity.inode);
   record.set_verified_mtime_ns(stored.identity.mtime_ns);
+  record.set_verified_ctime_ns(stored.identity.ctime_ns);
   record.set_last_access_unix_ms(absl::ToUnixMillis(now_()));
   return index_->Put(id, record);
 }

@@ -26,7 +26,9 @@ int64_t MtimeNs(const struct stat& st) {
 
 FileIdentity IdentityOf(const struct stat& st) {
   return FileIdentity{static_cast<uint64_t>(st.st_ino),
-                      static_cast<uint64_t>(st.st_size), MtimeNs(st)};
+                      static_cast<uint64_t>(st.st_size), MtimeNs(st),
+                      static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 +
+                          st.st_ctim.tv_nsec};
 }
 
 v1::Entry EntryFromDone(const EntryKey& id, const std::string& path,
@@ -222,12 +224,12 @@ absl::StatusOr<PublishResult> Store::Publish(
                      "; the request says ", sha256)));
   }
   if (fsync(out.get()) != 0) return fail(ErrnoStatus(errno, "fsync " + tmp));
-  struct stat st;
-  if (fstat(out.get(), &st) != 0) return fail(ErrnoStatus(errno, "stat"));
   const std::string artifact = ArtifactPath(id);
   if (rename(tmp.c_str(), artifact.c_str()) != 0) {
     return fail(ErrnoStatus(errno, "renaming to " + artifact));
   }
+  struct stat st;  // after the rename, which changes ctime
+  if (fstat(out.get(), &st) != 0) return ErrnoStatus(errno, "stat " + artifact);
 
   v1::DoneRecord done;
   done.set_size(size);

@@ -63,13 +63,16 @@ struct StoreOptions {
 };
 
 // What identifies one version of a file: a change in any field means the
-// verified digest no longer applies.
+// verified digest no longer applies. ctime is included because a writer can
+// restore mtime (touch -r) but not ctime.
 struct FileIdentity {
   uint64_t inode = 0;
   uint64_t size = 0;
   int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
   friend bool operator==(const FileIdentity& a, const FileIdentity& b) {
-    return a.inode == b.inode && a.size == b.size && a.mtime_ns == b.mtime_ns;
+    return a.inode == b.inode && a.size == b.size && a.mtime_ns == b.mtime_ns &&
+           a.ctime_ns == b.ctime_ns;
   }
 };
 

@@ -148,6 +148,25 @@ TEST_F(StoreTest, FlippedByteIsDetectedBySha256) {
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
 }
 
+TEST_F(StoreTest, RewriteThatRestoresSizeAndMtimeIsStillNoticed) {
+  ASSERT_TRUE(Put(id_, "0123456789").ok());
+  StoredEntry verified = *store_->Find(id_);
+  struct stat before;
+  ASSERT_EQ(stat(store_->ArtifactPath(id_).c_str(), &before), 0);
+  usleep(10000);
+  {
+    std::fstream f(store_->ArtifactPath(id_),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.put('X');
+  }
+  struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, store_->ArtifactPath(id_).c_str(), times, 0),
+            0);
+  EXPECT_FALSE(store_->StillValid(id_, verified.identity));
+  EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+}
+
 TEST_F(StoreTest, YoungArtifactWithoutDoneIsAMissAndLeftAlone) {
   now_ = absl::Now();
   fs::create_directories(store_->EntryDir(id_));
