@@ -1,0 +1,113 @@
+// The Python module against a real neffd: 32 Python rank processes
+// (examples/rank_sim.py under the system python3, importing the
+// //client/python:neffclient extension) ask for 16 graphs each in their own
+// order; exactly 16 compiles, identical files, no errors.
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/harness/process.h"
+#include "tests/rank_fleet.h"
+
+namespace neffd::testing {
+namespace {
+
+constexpr int kRanks = 32;
+constexpr int kGraphs = 16;
+
+std::string ModuleDir() {
+  const std::string so =
+      Runfile("client/python/neffclient.cpython-311-x86_64-linux-gnu.so");
+  return so.substr(0, so.rfind('/'));
+}
+
+TEST(ClientPythonTest, ThirtyTwoPythonRanksCompileSixteenKeysOnce) {
+  const std::string root = NewTempDir("python_ranks");
+  DaemonProcess daemon(root);
+  ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
+  RankFleet fleet(root, daemon.address());
+  fleet.Start(kRanks,
+              {"/usr/bin/python3", Runfile("examples/rank_sim.py"),
+               "--compile_log=" + fleet.compile_log(),
+               absl::StrCat("--graphs=", kGraphs), "--compile_ms=300"},
+              {"PYTHONPATH=" + ModuleDir()});
+  std::vector<RankReport> reports = fleet.WaitAll();
+  std::map<int, std::set<std::string>> seen;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    EXPECT_EQ(reports[r].exit_code, 0) << "rank " << r << ":\n"
+                                       << reports[r].out << reports[r].err;
+    EXPECT_EQ(reports[r].ok.size(), static_cast<size_t>(kGraphs));
+    for (const auto& [graph, got] : reports[r].ok) seen[graph].insert(got);
+  }
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kGraphs));
+  for (const auto& [graph, versions] : seen) {
+    EXPECT_EQ(versions.size(), 1u) << "graph " << graph;
+  }
+  EXPECT_EQ(fleet.Compiles().size(), static_cast<size_t>(kGraphs));
+  EXPECT_EQ(CountFiles(root + "/local/staging"), 0);
+}
+
+// The module's surface: lookup, derive_key, errors as exceptions, and the
+// allocator's statistics.
+TEST(ClientPythonTest, ModuleApi) {
+  const std::string root = NewTempDir("python_api");
+  DaemonProcess daemon(root);
+  ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
+  const std::string script = R"(
+import neffclient, os
+c = neffclient.Client()
+k = c.derive_key(b"HloModule m", ["-O1", "--workdir", "/w1"], "1.0", "trn2")
+assert k == neffclient.derive_key(b"HloModule m", "-O1 --workdir=/w2", "1.0", "trn2"), k
+assert c.lookup("neff", "1.0", k) is None
+def compile_fn(path):
+    assert os.path.basename(os.path.dirname(path)) == k, path
+    with open(path, "wb") as f:
+        f.write(b"neff")
+p = c.get_or_compile("neff", "1.0", k, compile_fn)
+assert c.lookup("neff", "1.0", k) == p and open(p, "rb").read() == b"neff"
+def fails(path):
+    raise neffclient.CompileError("ERROR: unsupported op")
+try:
+    c.get_or_compile("neff", "1.0", "bad", fails)
+    raise SystemExit("no exception")
+except neffclient.CompileFailedError as e:
+    assert e.log == "ERROR: unsupported op" and e.workdir.endswith("/bad"), e
+    assert e.retry_after is not None
+class Boom(Exception):
+    pass
+def boom(path):
+    raise Boom()
+try:
+    c.get_or_compile("neff", "1.0", "boom", boom)
+    raise SystemExit("no exception")
+except Boom:
+    pass
+assert c.lookup("neff", "1.0", "boom") is None  # abandoned, not recorded
+try:
+    c.get_or_compile("neff", "1.0", "../x", compile_fn)
+    raise SystemExit("no exception")
+except ValueError as e:
+    assert "id.key" in str(e), e
+pool = neffclient.SegmentPool()
+ptr = pool.allocate(1000)
+assert pool.memory_stats()["allocated_bytes.all.current"] >= 1000
+pool.free(ptr)
+assert "num_ooms" in neffclient.memory_stats()
+print("PASS")
+)";
+  const std::string path = root + "/api.py";
+  WriteFile(path, script);
+  CommandResult run = RunCommand(
+      {"/usr/bin/python3", path},
+      {"PYTHONPATH=" + ModuleDir(), "NEFFD_ADDRESS=" + daemon.address(),
+       "TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/neff",
+       "TORCH_NEURONX_HLO_CACHE_DIR=" + root + "/hlo",
+       "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root + "/local",
+       "TORCH_NEURONX_DEBUG_DIR=" + root + "/debug"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.out, "PASS\n") << run.err;
+}
+
+}  // namespace
+}  // namespace neffd::testing

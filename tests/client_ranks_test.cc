@@ -1,0 +1,241 @@
+// Issue 5's acceptance, with real processes: 128 rank simulators
+// (examples/rank_sim, linking CacheClient) ask for 16 graphs each in their
+// own random order, against a real neffd, without any daemon (fallback
+// mode), and with the daemon SIGKILLed and restarted mid-run. Plus a rank
+// killed mid-compile and a deterministic compile failure, each with and
+// without the daemon. Ranks check the sha256 of every file they get.
+#include <signal.h>
+
+#include <map>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/harness/process.h"
+#include "tests/rank_fleet.h"
+
+namespace neffd::testing {
+namespace {
+
+constexpr int kRanks = 128;
+constexpr int kGraphs = 16;
+
+std::string TestName() {
+  return ::testing::UnitTest::GetInstance()->current_test_info()->name();
+}
+
+// key -> number of compiles, from the fake compiler's log.
+std::map<std::string, int> CompilesPerKey(const RankFleet& fleet) {
+  std::map<std::string, int> per_key;
+  for (const std::string& line : fleet.Compiles()) {
+    ++per_key[std::string(line.substr(0, line.find(' ')))];
+  }
+  return per_key;
+}
+
+// Every rank exited 0 with one OK line per graph; for each graph every rank
+// read the same bytes (and, with `same_path`, the same entry).
+void ExpectRanksAgree(const std::vector<RankReport>& reports,
+                      bool same_path = true) {
+  std::map<int, std::set<std::string>> seen;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    EXPECT_EQ(reports[r].exit_code, 0) << "rank " << r << ":\n"
+                                       << reports[r].out << reports[r].err;
+    EXPECT_EQ(reports[r].ok.size(), static_cast<size_t>(kGraphs))
+        << "rank " << r << ":\n"
+        << reports[r].out;
+    for (const auto& [graph, got] : reports[r].ok) {
+      seen[graph].insert(same_path ? got : got.substr(0, got.find(' ')));
+    }
+  }
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kGraphs));
+  for (const auto& [graph, versions] : seen) {
+    EXPECT_EQ(versions.size(), 1u) << "graph " << graph;
+  }
+}
+
+class ClientRanksTest : public ::testing::Test {
+ protected:
+  void SetUp() override { root_ = NewTempDir(TestName()); }
+
+  void StartDaemon(std::vector<std::string> flags = {}) {
+    daemon_ = std::make_unique<DaemonProcess>(root_, std::move(flags));
+    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
+  }
+
+  // The daemon's address, or a socket nobody listens on.
+  std::string Address() const {
+    return daemon_ ? daemon_->address()
+                   : absl::StrCat("unix:/tmp/neffd-none-", getpid(), ".sock");
+  }
+
+  void AwaitCompiles(const RankFleet& fleet, size_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    while (fleet.Compiles().size() < n && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_GE(fleet.Compiles().size(), n);
+  }
+
+  std::string root_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(ClientRanksTest, DaemonCompilesEachOfSixteenKeysOnceFor128Ranks) {
+  StartDaemon();
+  RankFleet fleet(root_, Address());
+  fleet.Start(kRanks, RankSimCommand(fleet.compile_log(), kGraphs, 300));
+  std::vector<RankReport> reports = fleet.WaitAll();
+  ExpectRanksAgree(reports);
+  std::map<std::string, int> compiles = CompilesPerKey(fleet);
+  EXPECT_EQ(fleet.Compiles().size(), static_cast<size_t>(kGraphs));
+  EXPECT_EQ(compiles.size(), static_cast<size_t>(kGraphs));
+  for (const RankReport& r : reports) {
+    EXPECT_FALSE(absl::StrContains(r.err, "fallback")) << r.err;
+  }
+  EXPECT_EQ(CountFiles(root_ + "/local/staging"), 0);
+  EXPECT_EQ(CountFiles(root_ + "/debug"), 0);  // workdirs removed
+}
+
+TEST_F(ClientRanksTest, WithoutDaemonTheFilesystemProtocolCompilesOnce) {
+  RankFleet fleet(root_, Address());
+  fleet.Start(kRanks, RankSimCommand(fleet.compile_log(), kGraphs, 300));
+  std::vector<RankReport> reports = fleet.WaitAll();
+  ExpectRanksAgree(reports);  // each rank checked every sha256: nothing torn
+  EXPECT_EQ(fleet.Compiles().size(), static_cast<size_t>(kGraphs));
+  for (const RankReport& r : reports) {
+    // One warning per process.
+    std::vector<absl::string_view> warnings =
+        absl::StrSplit(r.err, "fallback mode", absl::SkipEmpty());
+    EXPECT_EQ(warnings.size(), 2u) << r.err;
+  }
+  EXPECT_EQ(CountFiles(root_ + "/debug"), 0);
+}
+
+TEST_F(ClientRanksTest, DaemonKilledAndRestartedMidRunEveryRankFinishes) {
+  StartDaemon();
+  RankFleet fleet(root_, Address());
+  fleet.Start(kRanks, RankSimCommand(fleet.compile_log(), kGraphs, 800));
+  AwaitCompiles(fleet, 3);  // compiles in flight under daemon leases
+  daemon_->Signal(SIGKILL);
+  daemon_->Wait();
+  absl::SleepFor(absl::Milliseconds(300));  // some ranks fall back
+  DaemonProcess restarted(*daemon_);
+  ASSERT_TRUE(restarted.Start()) << restarted.process().Stderr();
+  std::vector<RankReport> reports = fleet.WaitAll();
+  ExpectRanksAgree(reports, /*same_path=*/false);
+  int fell_back = 0;
+  for (const RankReport& r : reports) {
+    fell_back += absl::StrContains(r.err, "fallback mode");
+  }
+  std::printf("%zu compiles; %d of %d ranks fell back\n",
+              fleet.Compiles().size(), fell_back, kRanks);
+  EXPECT_GT(fell_back, 0);  // the kill was felt
+  // ...and the calls after the restart used the daemon again.
+  v1::Stats stats;
+  grpc::ClientContext context;
+  ASSERT_TRUE(restarted.NewStub()
+                  ->GetStats(&context, v1::GetStatsRequest(), &stats)
+                  .ok());
+  EXPECT_GT(stats.lookups(), 0u);
+  EXPECT_LE(fleet.Compiles().size(), static_cast<size_t>(kGraphs + 1));
+  EXPECT_EQ(CompilesPerKey(fleet).size(), static_cast<size_t>(kGraphs));
+}
+
+class KilledRankTest : public ClientRanksTest,
+                       public ::testing::WithParamInterface<bool> {};
+
+TEST_P(KilledRankTest, AnotherRankTakesOverAndTheLeftoversAreRemoved) {
+  if (GetParam()) StartDaemon();
+  RankFleet fleet(root_, Address());
+  Process& doomed = fleet.StartOne(
+      0, RankSimCommand(fleet.compile_log(), 1, /*compile_ms=*/600000));
+  AwaitCompiles(fleet, 1);
+  const std::string key = fleet.Compiles()[0].substr(0, 64);
+  const std::string workdir = root_ + "/debug/neuronx-cc/" + key;
+  // Half the fake NEFF is written before the compile sleeps.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (CountFiles(workdir) < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  Process& heir =
+      fleet.StartOne(1, RankSimCommand(fleet.compile_log(), 1, 100));
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(fleet.Compiles().size(), 1u);  // the heir waits
+  const pid_t dead = doomed.pid();
+  doomed.Signal(SIGKILL);
+  doomed.Wait();
+  // A staged file the dead rank might have left for the daemon.
+  const std::string staged =
+      absl::StrCat(root_, "/local/staging/", key, ".", dead, ".0.staged");
+  if (GetParam()) WriteFile(staged, "partial");
+  EXPECT_EQ(heir.Wait(), 0) << heir.Stdout() << heir.Stderr();
+  EXPECT_TRUE(absl::StartsWith(heir.Stdout(), "OK 0 " + key)) << heir.Stdout();
+  ASSERT_EQ(fleet.Compiles().size(), 2u);
+  EXPECT_FALSE(absl::StrContains(fleet.Compiles()[1], absl::StrCat(" ", dead)));
+  EXPECT_EQ(CountFiles(root_ + "/local/staging"), 0);
+  EXPECT_EQ(CountFiles(workdir), 0);  // partial module.neff gone
+  EXPECT_EQ(CountFiles(root_ + "/neff/neuronxcc-2.19.1/MODULE_" + key),
+            2);  // +done
+  fleet.WaitAll();
+}
+
+INSTANTIATE_TEST_SUITE_P(DaemonAndFallback, KilledRankTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Daemon" : "Fallback";
+                         });
+
+class FailureTest : public ClientRanksTest,
+                    public ::testing::WithParamInterface<bool> {};
+
+// A failing compile is compiled once and every rank gets the same failure
+// until its retry-after; then it is compiled again.
+TEST_P(FailureTest, DeterministicFailureIsSharedUntilRetryAfter) {
+  if (GetParam()) StartDaemon({"--failed_ttl=4"});
+  constexpr int kFailRanks = 16;
+  RankFleet fleet(root_, Address());
+  const std::vector<std::string> command =
+      RankSimCommand(fleet.compile_log(), 1, 500, {"--fail_graphs=0"});
+  // Fallback mode records failures for failed_ttl = 1 h (the daemon's
+  // default), so only the daemon run checks the expiry.
+  fleet.Start(kFailRanks, command);
+  std::vector<RankReport> reports = fleet.WaitAll();
+  std::set<std::string> logs;
+  std::vector<int64_t> retry_after;
+  for (const RankReport& r : reports) {
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::vector<std::string> f = absl::StrSplit(r.out, absl::MaxSplits(' ', 4));
+    ASSERT_EQ(f.size(), 5u) << r.out;
+    EXPECT_EQ(f[0], "FAILED");
+    int64_t ms = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(f[3], &ms));
+    retry_after.push_back(ms);
+    logs.insert(f[4]);
+  }
+  EXPECT_EQ(fleet.Compiles().size(), 1u);
+  EXPECT_EQ(logs.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(*logs.begin(), "ERROR 70001")) << *logs.begin();
+  const auto [lo, hi] =
+      std::minmax_element(retry_after.begin(), retry_after.end());
+  EXPECT_GT(*lo, absl::ToUnixMillis(absl::Now()));
+  EXPECT_LE(*hi - *lo, 1000);  // one recorded failure
+
+  if (!GetParam()) return;
+  absl::SleepFor(absl::Milliseconds(*hi - absl::ToUnixMillis(absl::Now())) +
+                 absl::Milliseconds(200));
+  fleet.StartOne(0, command);
+  EXPECT_EQ(fleet.WaitAll()[0].exit_code, 0);
+  EXPECT_EQ(fleet.Compiles().size(), 2u);  // compiled (and failed) again
+}
+
+INSTANTIATE_TEST_SUITE_P(DaemonAndFallback, FailureTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Daemon" : "Fallback";
+                         });
+
+}  // namespace
+}  // namespace neffd::testing

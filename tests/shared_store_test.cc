@@ -1,0 +1,167 @@
+// Several real daemons sharing one store, with real rank processes
+// (examples/rank_sim): cluster-wide compile dedup, takeover when the host
+// holding a cross-host lease dies, and damage behind the daemons' backs.
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/harness/cluster.h"
+
+namespace neffd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TestName() {
+  return ::testing::UnitTest::GetInstance()->current_test_info()->name();
+}
+
+// Every OK line of every rank: key -> set of sha256s read.
+void CollectReads(Process& rank,
+                  std::map<std::string, std::set<std::string>>* reads) {
+  for (absl::string_view line : absl::StrSplit(rank.Stdout(), '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() >= 5 && f[0] == "OK") (*reads)[f[2]].insert(f[4]);
+  }
+}
+
+TEST(SharedStoreTest, FourHostsOfThirtyTwoRanksCompileEachOfSixtyFourKeysOnce) {
+  Cluster cluster(NewTempDir(TestName()),
+                  {"--lease_ttl=10", "--poll_interval=0.2"});
+  constexpr int kHosts = 4, kRanks = 32, kGraphs = 64;
+  for (int h = 0; h < kHosts; ++h) cluster.AddHost(absl::StrCat("host", h));
+  const std::string log = cluster.root() + "/compiles.txt";
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int h = 0; h < kHosts; ++h) {
+    for (int r = 0; r < kRanks; ++r) {
+      ranks.push_back(cluster.StartRank(
+          h, h * kRanks + r,
+          {absl::StrCat("--graphs=", kGraphs), "--compile_ms=20",
+           "--neff_bytes=4096", "--compile_log=" + log}));
+    }
+  }
+  std::map<std::string, std::set<std::string>> reads;
+  for (auto& rank : ranks) {
+    EXPECT_EQ(rank->Wait(), 0) << rank->Stdout() << rank->Stderr();
+    CollectReads(*rank, &reads);
+  }
+  EXPECT_EQ(ReadLines(log).size(), static_cast<size_t>(kGraphs));
+  EXPECT_EQ(reads.size(), static_cast<size_t>(kGraphs));
+  for (const auto& [key, shas] : reads) {
+    EXPECT_EQ(shas.size(), 1u) << "ranks read different bytes for " << key;
+  }
+  // How much each host touched the shared store (docs/BENCHMARKS.md).
+  for (int h = 0; h < kHosts; ++h) {
+    CommandResult stats = RunCommand({Runfile("client/neffctl"),
+                                      "--address=" + cluster.host(h).address(),
+                                      "--json", "stats"});
+    std::printf("host%d stats: %s", h, stats.out.c_str());
+  }
+}
+
+TEST(SharedStoreTest, HostKilledMidCompileIsTakenOverAndCompiledOnceMore) {
+  constexpr double kTtl = 3, kPoll = 0.5;
+  Cluster cluster(NewTempDir(TestName()),
+                  {absl::StrCat("--lease_ttl=", kTtl),
+                   absl::StrCat("--poll_interval=", kPoll)});
+  cluster.AddHost("hostA");
+  cluster.AddHost("hostB");
+  const std::string log = cluster.root() + "/compiles.txt";
+  auto slow = cluster.StartRank(
+      0, 0, {"--graphs=1", "--compile_ms=60000", "--compile_log=" + log});
+  for (int i = 0; i < 500 && ReadLines(log).empty(); ++i) usleep(20000);
+  ASSERT_EQ(ReadLines(log).size(), 1u);  // hostA's rank is compiling
+  auto waiter = cluster.StartRank(
+      1, 1, {"--graphs=1", "--compile_ms=20", "--compile_log=" + log});
+  absl::SleepFor(absl::Seconds(2 * kTtl));
+  EXPECT_EQ(ReadLines(log).size(), 1u);  // hostB waits for hostA
+
+  const absl::Time killed = absl::Now();
+  cluster.host(0).Signal(SIGKILL);
+  cluster.host(0).Wait();
+  absl::Time took_over = absl::InfiniteFuture();
+  for (int i = 0; i < 1000; ++i) {
+    if (ReadLines(log).size() == 2) {
+      took_over = absl::Now();
+      break;
+    }
+    usleep(10000);
+  }
+  EXPECT_LE(took_over - killed, absl::Seconds(kTtl + kPoll + 0.5));
+  EXPECT_EQ(waiter->Wait(), 0) << waiter->Stdout() << waiter->Stderr();
+  EXPECT_TRUE(absl::StrContains(waiter->Stdout(), " compiled "))
+      << waiter->Stdout();
+  EXPECT_EQ(ReadLines(log).size(), 2u);  // exactly once more
+  slow->Signal(SIGKILL);
+}
+
+TEST(SharedStoreTest, DamageBehindTheDaemonsIsNeverServedAndIsRecompiled) {
+  Cluster cluster(NewTempDir(TestName()), {"--poll_interval=0.2"});
+  cluster.AddHost("hostA");
+  cluster.AddHost("hostB");
+  const std::string log = cluster.root() + "/compiles.txt";
+  const std::vector<std::string> args = {"--graphs=8", "--compile_ms=10",
+                                         "--neff_bytes=8192",
+                                         "--compile_log=" + log};
+  ASSERT_EQ(cluster.StartRank(0, 0, args)->Wait(), 0);
+  ASSERT_EQ(ReadLines(log).size(), 8u);
+
+  std::vector<std::string> dirs;
+  for (const auto& v : fs::directory_iterator(cluster.shared_neff())) {
+    if (!absl::StartsWith(v.path().filename().string(), "neuronxcc-")) continue;
+    for (const auto& m : fs::directory_iterator(v.path())) {
+      dirs.push_back(m.path().string());
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  ASSERT_EQ(dirs.size(), 8u);
+  // 1: truncated. 2: one byte flipped, size and mtime restored. 3: model.done
+  // deleted. 4: model.neff deleted.
+  ASSERT_EQ(truncate((dirs[0] + "/model.neff").c_str(), 100), 0);
+  {
+    const std::string neff = dirs[1] + "/model.neff";
+    struct stat st;
+    ASSERT_EQ(stat(neff.c_str(), &st), 0);
+    std::fstream f(neff, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4000);
+    f.put('\xff');
+    f.close();
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    ASSERT_EQ(utimensat(AT_FDCWD, neff.c_str(), times, 0), 0);
+  }
+  fs::remove(dirs[2] + "/model.done");
+  fs::remove(dirs[3] + "/model.neff");
+
+  // Ranks on both hosts (hostA has the entries indexed, hostB has not) ask
+  // again: every file they read must be right, and each damaged key is
+  // compiled exactly once more.
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int r = 0; r < 8; ++r)
+    ranks.push_back(cluster.StartRank(r % 2, r, args));
+  for (auto& rank : ranks) {
+    EXPECT_EQ(rank->Wait(), 0) << rank->Stdout() << rank->Stderr();
+    EXPECT_FALSE(absl::StrContains(rank->Stdout(), "TORN"));
+  }
+  EXPECT_EQ(ReadLines(log).size(), 12u);
+  int reasons = 0;
+  for (const auto& q : fs::recursive_directory_iterator(cluster.shared_neff() +
+                                                        "/quarantine")) {
+    const std::string name = q.path().filename().string();
+    if (name == "reason" || absl::EndsWith(name, ".reason")) ++reasons;
+  }
+  EXPECT_EQ(reasons, 4);
+}
+
+}  // namespace
+}  // namespace neffd::testing
