@@ -283,6 +283,11 @@ absl::StatusOr<T> CacheClient::WithFallback(
   return op(*filesystem_);
 }
 
+absl::StatusOr<v1::LookupResponse> CacheClient::LookupEntry(Call& call) {
+  return WithFallback<v1::LookupResponse>(
+      call, [&](Backend& b) { return b.Lookup(call.id); });
+}
+
 absl::StatusOr<CacheResult> CacheClient::GetOrCompile(
     absl::string_view ns, absl::string_view compiler_version,
     absl::string_view key, const CompileFn& compile_fn) {
@@ -322,8 +327,7 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::Lookup(
   Count([](CacheCounters& c) { ++c.lookups; });
   const CompileFn none;
   Call call{*id, none, !options_.use_daemon};
-  absl::StatusOr<v1::LookupResponse> found = WithFallback<v1::LookupResponse>(
-      call, [&](Backend& b) { return b.Lookup(call.id); });
+  absl::StatusOr<v1::LookupResponse> found = LookupEntry(call);
   if (!found.ok()) return found.status();
   switch (found->result()) {
     case v1::LookupResponse::HIT:
@@ -347,8 +351,7 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::Attempt(Call& call) {
     if (!own.ok()) return own.status();
     return *own;
   };
-  absl::StatusOr<v1::LookupResponse> found = WithFallback<v1::LookupResponse>(
-      call, [&](Backend& b) { return b.Lookup(call.id); });
+  absl::StatusOr<v1::LookupResponse> found = LookupEntry(call);
   if (!found.ok()) return unusable(found.status());
   if (found->result() == v1::LookupResponse::HIT) {
     Count([](CacheCounters& c) { ++c.hits; });
@@ -460,6 +463,14 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
     absl::StatusOr<CacheResult> own = CompileThenTryPublish(call);
     if (!own.ok()) return own.status();
     return *own;
+  }
+  // Whoever had the directory may have published the entry meanwhile (a
+  // lease that outlived its daemon, adopted by another rank).
+  absl::StatusOr<v1::LookupResponse> found = LookupEntry(call);
+  if (found.ok() && found->result() == v1::LookupResponse::HIT) {
+    Count([](CacheCounters& c) { ++c.waits; });
+    return FromEntry(found->entry(), CacheResult::Source::kWaited,
+                     call.fallback);
   }
   absl::StatusOr<CopyResult> content = AdoptOrCompile(call, *dir, lease.get());
   if (!content.ok()) return content.status();

@@ -67,6 +67,10 @@
 
 namespace neffd {
 
+namespace v1 {
+class LookupResponse;
+}  // namespace v1
+
 class Backend;
 class EntryKey;
 class Lease;
@@ -220,6 +224,7 @@ class CacheClient {
   template <typename T>
   absl::StatusOr<T> WithFallback(
       Call& call, const std::function<absl::StatusOr<T>(Backend&)>& op);
+  absl::StatusOr<v1::LookupResponse> LookupEntry(Call& call);
   // One pass of the protocol; nullopt when the lease was lost and the
   // caller should start over.
   absl::StatusOr<std::optional<CacheResult>> Attempt(Call& call);

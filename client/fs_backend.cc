@@ -31,7 +31,9 @@ class FilesystemBackend::FsLease : public Lease {
   absl::StatusOr<v1::Failure> Fail(const std::string& log) override {
     absl::StatusOr<v1::Failure> failure = store_->RecordFailure(id_, log);
     lock_.Release();
-    return failure;
+    if (!failure.ok()) return failure;
+    // As later callers will read it (the retry-after from model.log's mtime).
+    return store_->FindFailure(id_).value_or(*failure);
   }
 
  private:

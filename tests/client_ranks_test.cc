@@ -146,6 +146,20 @@ TEST_F(ClientRanksTest, DaemonKilledAndRestartedMidRunEveryRankFinishes) {
   EXPECT_EQ(CompilesPerKey(fleet).size(), static_cast<size_t>(kGraphs));
 }
 
+TEST_F(ClientRanksTest, HeartbeatKeepsTheLeaseThroughACompileLongerThanTtl) {
+  StartDaemon({"--lease_ttl=1"});
+  RankFleet fleet(root_, Address());
+  fleet.StartOne(0,
+                 RankSimCommand(fleet.compile_log(), 1, /*compile_ms=*/4000));
+  AwaitCompiles(fleet, 1);
+  fleet.StartOne(1, RankSimCommand(fleet.compile_log(), 1, 100));
+  std::vector<RankReport> reports = fleet.WaitAll();
+  EXPECT_EQ(reports[0].exit_code, 0) << reports[0].out << reports[0].err;
+  EXPECT_EQ(reports[1].exit_code, 0) << reports[1].out << reports[1].err;
+  EXPECT_TRUE(absl::StrContains(reports[1].out, " waited ")) << reports[1].out;
+  EXPECT_EQ(fleet.Compiles().size(), 1u);
+}
+
 class KilledRankTest : public ClientRanksTest,
                        public ::testing::WithParamInterface<bool> {};
 

@@ -1,0 +1,320 @@
+// client/python/neffclient_module.cc
+//
+// The Python module `neffclient` (pybind11): CacheClient for PyTorch ranks.
+//
+//   import neffclient
+//   client = neffclient.Client()            # or Client(address="unix:/...")
+//   key = client.derive_key(hlo_bytes, "-O1 --lnc 2", "2.19.8089.0")
+//   path = client.get_or_compile("neff", "2.19.8089.0", key, compile_fn)
+//   client.lookup("neff", "2.19.8089.0", key)   # path or None
+//   neffclient.memory_stats()                # the allocator's statistics
+//
+// compile_fn(path) writes the artifact to `path` (in the spec's working
+// directory, os.path.dirname(path)). It reports a deterministic compiler
+// error by raising neffclient.CompileError(log): the failure is recorded and
+// get_or_compile raises neffclient.CompileFailedError (with .log,
+// .retry_after and .workdir) here and in every waiter. Any other exception
+// abandons the compile (nothing recorded) and propagates unchanged.
+// Errors are Python exceptions carrying the daemon's message: ValueError for
+// bad arguments, neffclient.CancelledError, neffclient.Error otherwise.
+//
+// The GIL is released while a call waits (for the daemon, a lock, a
+// publish) and held only while compile_fn runs.
+#include <pybind11/eval.h>
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "allocator/segment_pool.h"
+#include "allocator/segment_provider.h"
+#include "client/cache_client.h"
+#include "config/env.h"
+
+namespace py = pybind11;
+
+namespace neffd::python {
+namespace {
+
+constexpr char kExceptions[] = R"(
+class Error(RuntimeError):
+    """A neffd client call failed; the message is the daemon's."""
+
+class CancelledError(Error):
+    """compile_fn cancelled the compile; nothing was recorded."""
+
+class CompileFailedError(Error):
+    """The compile failed (here, or recorded by another rank).
+
+    log: the compiler's log; retry_after: unix seconds after which the key is
+    compiled again (None if unknown); workdir: this rank's kept working
+    directory (None for a rank that only waited).
+    """
+    def __init__(self, message, log="", retry_after=None, workdir=None):
+        super().__init__(message)
+        self.log = log
+        self.retry_after = retry_after
+        self.workdir = workdir
+
+class CompileError(Exception):
+    """Raise from compile_fn to report a deterministic compiler error."""
+    def __init__(self, log=""):
+        super().__init__(log)
+        self.log = log
+)";
+
+[[noreturn]] void Raise(const absl::Status& status) {
+  py::module_ module = py::module_::import("neffclient");
+  const std::string message(status.message());
+  py::object error;
+  if (std::optional<CompileFailure> failure = GetCompileFailure(status)) {
+    py::object retry_after = py::none();
+    if (failure->retry_after != absl::InfinitePast()) {
+      retry_after = py::float_(absl::ToUnixMillis(failure->retry_after) / 1e3);
+    }
+    py::object workdir = py::none();
+    if (!failure->workdir.empty()) workdir = py::str(failure->workdir);
+    error = module.attr("CompileFailedError")(
+        message, py::bytes(failure->log).attr("decode")("utf-8", "replace"),
+        retry_after, workdir);
+  } else if (absl::IsInvalidArgument(status)) {
+    error = py::module_::import("builtins").attr("ValueError")(message);
+  } else if (absl::IsCancelled(status)) {
+    error = module.attr("CancelledError")(message);
+  } else {
+    error = module.attr("Error")(message);
+  }
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
+                  error.ptr());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T ValueOrRaise(absl::StatusOr<T> value) {
+  if (!value.ok()) Raise(value.status());
+  return *std::move(value);
+}
+
+std::string AsBytes(const py::object& data) {
+  if (py::isinstance<py::str>(data)) return data.cast<std::string>();
+  return std::string(py::bytes(data));
+}
+
+// compiler_flags may be one string or a list of arguments.
+std::string AsFlags(const py::object& flags) {
+  if (flags.is_none()) return "";
+  if (py::isinstance<py::str>(flags)) return flags.cast<std::string>();
+  std::string joined;
+  for (const py::handle& f : flags) {
+    joined += f.cast<std::string>();
+    joined += " ";
+  }
+  return joined;
+}
+
+// One process-wide pool per SegmentPool object (host memory here; NRT's
+// device memory on a NeuronCore).
+class PySegmentPool {
+ public:
+  explicit PySegmentPool(std::optional<size_t> capacity_bytes)
+      : provider_(capacity_bytes.value_or(
+            allocator::HostMemoryProvider::kUnlimited)) {
+    pool_ = ValueOrRaise(
+        allocator::NeuronSegmentPool::CreateFromEnvironment(&provider_));
+  }
+  uintptr_t Allocate(size_t bytes) {
+    allocator::Allocation a = ValueOrRaise(pool_->Allocate(bytes));
+    return reinterpret_cast<uintptr_t>(a.ptr);
+  }
+  void Free(uintptr_t ptr) {
+    absl::Status s = pool_->Free(reinterpret_cast<void*>(ptr));
+    if (!s.ok()) Raise(s);
+  }
+  size_t EmptyCache() { return pool_->EmptyCache(); }
+  std::vector<std::pair<std::string, int64_t>> Stats() const {
+    return allocator::MemoryStatsToDict(pool_->GetStats());
+  }
+  void ResetPeak() { pool_->ResetPeakStats(); }
+
+ private:
+  allocator::HostMemoryProvider provider_;
+  std::unique_ptr<allocator::NeuronSegmentPool> pool_;
+};
+
+std::shared_ptr<PySegmentPool> DefaultPool() {
+  static std::shared_ptr<PySegmentPool>* pool =
+      new std::shared_ptr<PySegmentPool>(
+          std::make_shared<PySegmentPool>(std::nullopt));
+  return *pool;
+}
+
+py::dict StatsDict(const std::vector<std::pair<std::string, int64_t>>& rows) {
+  py::dict out;
+  for (const auto& [name, value] : rows) out[py::str(name)] = value;
+  return out;
+}
+
+class PyClient {
+ public:
+  explicit PyClient(std::optional<std::string> address)
+      : client_(CacheClient::FromEnvironment(address.value_or(""))) {}
+
+  std::string DeriveKey(const py::object& hlo_bytes,
+                        const py::object& compiler_flags,
+                        const std::string& compiler_version,
+                        const std::optional<std::string>& platform_target,
+                        const std::optional<py::object>& base_key) const {
+    return ValueOrRaise(
+        client_->DeriveKey(AsBytes(hlo_bytes), AsFlags(compiler_flags),
+                           compiler_version, platform_target.value_or(""),
+                           base_key.has_value() ? AsBytes(*base_key) : ""));
+  }
+
+  std::string GetOrCompile(const std::string& ns,
+                           const std::string& compiler_version,
+                           const std::string& key, py::function compile_fn) {
+    std::optional<py::error_already_set> raised;
+    CompileFn fn = [&](const CompileJob& job) -> CompileResult {
+      py::gil_scoped_acquire gil;
+      try {
+        compile_fn(job.output_path);
+        return CompileResult::Ok();
+      } catch (py::error_already_set& e) {
+        if (e.matches(py::module_::import("neffclient").attr("CompileError"))) {
+          return CompileResult::CompilerError(
+              py::str(e.value().attr("log")).cast<std::string>());
+        }
+        std::string what = e.what();
+        raised = std::move(e);
+        return CompileResult::Cancelled("compile_fn raised " + what);
+      }
+    };
+    absl::StatusOr<CacheResult> result;
+    {
+      py::gil_scoped_release nogil;
+      result = client_->GetOrCompile(ns, compiler_version, key, fn);
+    }
+    if (raised.has_value()) {
+      raised->restore();
+      throw py::error_already_set();
+    }
+    return ValueOrRaise(std::move(result)).path;
+  }
+
+  std::optional<std::string> Lookup(const std::string& ns,
+                                    const std::string& compiler_version,
+                                    const std::string& key) {
+    absl::StatusOr<std::optional<CacheResult>> found;
+    {
+      py::gil_scoped_release nogil;
+      found = client_->Lookup(ns, compiler_version, key);
+    }
+    std::optional<CacheResult> hit = ValueOrRaise(std::move(found));
+    if (!hit.has_value()) return std::nullopt;
+    return hit->path;
+  }
+
+  py::dict Counters() const {
+    const CacheCounters c = client_->counters();
+    py::dict out;
+    out["lookups"] = c.lookups;
+    out["hits"] = c.hits;
+    out["waits"] = c.waits;
+    out["wait_seconds"] = c.wait_seconds;
+    out["compiles"] = c.compiles;
+    out["compile_seconds"] = c.compile_seconds;
+    out["fallbacks"] = c.fallbacks;
+    out["failures"] = c.failures;
+    out["lock_timeouts"] = c.lock_timeouts;
+    out["uncached"] = c.uncached;
+    return out;
+  }
+
+  void AttachAllocator(std::shared_ptr<PySegmentPool> pool) {
+    client_->SetAllocatorStats([pool] { return pool->Stats(); });
+  }
+
+  void WriteMetrics() {
+    absl::Status s = client_->WriteMetrics();
+    if (!s.ok()) Raise(s);
+  }
+
+ private:
+  std::unique_ptr<CacheClient> client_;
+};
+
+// The client behind the module-level functions; never destroyed.
+PyClient& DefaultClient() {
+  static PyClient* client = new PyClient(std::nullopt);
+  return *client;
+}
+
+}  // namespace
+}  // namespace neffd::python
+
+PYBIND11_MODULE(neffclient, m) {
+  using neffd::python::PyClient;
+  using neffd::python::PySegmentPool;
+  m.doc() = "neffd rank-side client: get-or-compile NEFFs through neffd.";
+  py::exec(neffd::python::kExceptions, m.attr("__dict__"));
+
+  py::class_<PyClient>(m, "Client")
+      .def(py::init<std::optional<std::string>>(),
+           py::arg("address") = py::none(),
+           "A client for the daemon at `address` (default $NEFFD_ADDRESS); "
+           "settings from the TORCH_NEURONX_* environment.")
+      .def("get_or_compile", &PyClient::GetOrCompile, py::arg("namespace"),
+           py::arg("compiler_version"), py::arg("key"), py::arg("compile_fn"),
+           "The entry's path; calls compile_fn(path) only if this rank must "
+           "compile.")
+      .def("lookup", &PyClient::Lookup, py::arg("namespace"),
+           py::arg("compiler_version"), py::arg("key"),
+           "The entry's path, or None.")
+      .def("derive_key", &PyClient::DeriveKey, py::arg("hlo_bytes"),
+           py::arg("compiler_flags"), py::arg("compiler_version"),
+           py::arg("platform_target") = py::none(),
+           py::arg("base_key") = py::none())
+      .def("counters", &PyClient::Counters)
+      .def("attach_allocator", &PyClient::AttachAllocator, py::arg("pool"),
+           "Report `pool`'s statistics in the 'allocator' metric table.")
+      .def("write_metrics", &PyClient::WriteMetrics);
+
+  py::class_<PySegmentPool, std::shared_ptr<PySegmentPool>>(m, "SegmentPool")
+      .def(py::init<std::optional<size_t>>(),
+           py::arg("capacity_bytes") = py::none())
+      .def("allocate", &PySegmentPool::Allocate, py::arg("bytes"))
+      .def("free", &PySegmentPool::Free, py::arg("ptr"))
+      .def("empty_cache", &PySegmentPool::EmptyCache)
+      .def("memory_stats",
+           [](const PySegmentPool& p) {
+             return neffd::python::StatsDict(p.Stats());
+           })
+      .def("reset_peak_memory_stats", &PySegmentPool::ResetPeak);
+
+  m.def(
+      "derive_key",
+      [](const py::object& hlo_bytes, const py::object& compiler_flags,
+         const std::string& compiler_version,
+         const std::optional<std::string>& platform_target,
+         const std::optional<py::object>& base_key) {
+        return neffd::python::DefaultClient().DeriveKey(
+            hlo_bytes, compiler_flags, compiler_version, platform_target,
+            base_key);
+      },
+      py::arg("hlo_bytes"), py::arg("compiler_flags"),
+      py::arg("compiler_version"), py::arg("platform_target") = py::none(),
+      py::arg("base_key") = py::none(),
+      "Client().derive_key with this process's settings.");
+  m.def("default_pool", &neffd::python::DefaultPool,
+        "The process's SegmentPool (created on first use).");
+  m.def(
+      "memory_stats",
+      [] {
+        return neffd::python::StatsDict(neffd::python::DefaultPool()->Stats());
+      },
+      "torch.cuda.memory_stats()-style statistics of the default pool.");
+}
