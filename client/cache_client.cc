@@ -450,6 +450,14 @@ CacheResult CacheClient::Finish(Call&, WorkDir& dir,
   return result;
 }
 
+CacheResult CacheClient::Uncached(Call& call, WorkDir& dir,
+                                  const CopyResult& content) {
+  dir.Unmark();
+  Count([](CacheCounters& c) { ++c.uncached; });
+  return CacheResult{dir.output_path(), content.size, content.sha256,
+                     CacheResult::Source::kUncached, call.fallback};
+}
+
 absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
     Call& call, std::unique_ptr<Lease> lease) {
   absl::StatusOr<WorkDir> dir = WorkDir::Claim(
@@ -490,16 +498,13 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
   Warn(absl::StrCat("publishing ", call.id.Canonical(), ": ",
                     entry.status().message(), "; using ", dir->output_path(),
                     " uncached"));
-  Count([](CacheCounters& c) { ++c.uncached; });
-  return CacheResult{dir->output_path(), content->size, content->sha256,
-                     CacheResult::Source::kUncached, call.fallback};
+  return Uncached(call, *dir, *content);
 }
 
 absl::StatusOr<CacheResult> CacheClient::CompileThenTryPublish(Call& call) {
-  absl::StatusOr<WorkDir> dir =
-      WorkDir::ClaimOrPrivate(options_.debug_dir, call.id);
+  absl::StatusOr<WorkDir> dir = WorkDir::Private(options_.debug_dir, call.id);
   if (!dir.ok()) return dir.status();
-  absl::StatusOr<CopyResult> content = AdoptOrCompile(call, *dir, nullptr);
+  absl::StatusOr<CopyResult> content = RunCompile(call, *dir, nullptr);
   if (!content.ok()) return content.status();
   // Publish only if that needs no waiting.
   absl::StatusOr<LockAnswer> answer = WithFallback<LockAnswer>(
@@ -518,9 +523,7 @@ absl::StatusOr<CacheResult> CacheClient::CompileThenTryPublish(Call& call) {
           FromEntry(*entry, CacheResult::Source::kCompiled, call.fallback));
     }
   }
-  Count([](CacheCounters& c) { ++c.uncached; });
-  return CacheResult{dir->output_path(), content->size, content->sha256,
-                     CacheResult::Source::kUncached, call.fallback};
+  return Uncached(call, *dir, *content);
 }
 
 absl::StatusOr<CacheResult> CacheClient::CompileUncached(
@@ -529,16 +532,11 @@ absl::StatusOr<CacheResult> CacheClient::CompileUncached(
     Warn(absl::StrCat(why, "; compiling ", call.id.Canonical(),
                       " without the cache"));
   }
-  absl::StatusOr<WorkDir> dir =
-      WorkDir::ClaimOrPrivate(options_.debug_dir, call.id);
+  absl::StatusOr<WorkDir> dir = WorkDir::Private(options_.debug_dir, call.id);
   if (!dir.ok()) return dir.status();
-  if (absl::Status s = dir->Clear(); !s.ok()) return s;
   absl::StatusOr<CopyResult> content = RunCompile(call, *dir, nullptr);
   if (!content.ok()) return content.status();
-  dir->Unmark();
-  Count([](CacheCounters& c) { ++c.uncached; });
-  return CacheResult{dir->output_path(), content->size, content->sha256,
-                     CacheResult::Source::kUncached, call.fallback};
+  return Uncached(call, *dir, *content);
 }
 
 }  // namespace neffd

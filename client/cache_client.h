@@ -238,7 +238,10 @@ class CacheClient {
                                             Lease* lease);
   // Runs compile_fn in `dir`; on success the output's size and digest.
   absl::StatusOr<CopyResult> RunCompile(Call& call, WorkDir& dir, Lease* lease);
+  // A published (or found) result: the directory's job is done.
   CacheResult Finish(Call& call, WorkDir& dir, const CacheResult& result);
+  // A result that stays in `dir`, which is kept.
+  CacheResult Uncached(Call& call, WorkDir& dir, const CopyResult& content);
   void Warn(const std::string& message);
   void WarnOncePerProcess(const std::string& message);
   void Count(const std::function<void(CacheCounters&)>& update);

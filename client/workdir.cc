@@ -86,17 +86,13 @@ absl::StatusOr<WorkDir> WorkDir::Claim(const std::string& debug_dir,
       absl::StrCat("could not claim ", path, ": it keeps being replaced"));
 }
 
-absl::StatusOr<WorkDir> WorkDir::ClaimOrPrivate(const std::string& debug_dir,
-                                                const EntryKey& id) {
-  absl::StatusOr<WorkDir> shared =
-      Claim(debug_dir, id, absl::InfinitePast(), RealClock());
-  if (shared.ok() || !absl::IsDeadlineExceeded(shared.status())) {
-    return shared;
-  }
+absl::StatusOr<WorkDir> WorkDir::Private(const std::string& debug_dir,
+                                         const EntryKey& id) {
   static std::atomic<int> counter{0};
+  const std::string base = BaseFor(debug_dir, id.ns());
+  if (absl::Status s = MakeDirs(base); !s.ok()) return s;
   const std::string path =
-      absl::StrCat(BaseFor(debug_dir, id.ns()), "/", id.key(), ".", getpid(),
-                   ".", counter++);
+      absl::StrCat(base, "/", id.key(), ".", getpid(), ".", counter++);
   std::error_code ignored;
   std::filesystem::remove_all(path, ignored);  // a dead process's, same pid
   absl::StatusOr<UniqueFd> fd = OpenDir(path);

@@ -16,8 +16,9 @@
 // its daemon). A new owner either adopts a complete output left behind (a
 // holder that compiled but could not publish) or clears the directory (a
 // holder killed mid-compile leaves a partial output; it is removed here).
-// Who cannot wait for the shared directory compiles in a private one,
-// {key}.{pid}.{n}.
+// A compile that does not hold the key's lock (the cache is disabled, or the
+// lock wait ran out) uses a private directory, {key}.{pid}.{n}, instead: its
+// output may be returned uncached and must not be cleared by the next owner.
 //
 // Not thread-safe per object; a WorkDir is a move-only value. The lock is
 // released on destruction; the files stay unless Remove() was called.
@@ -48,9 +49,10 @@ class WorkDir {
   static absl::StatusOr<WorkDir> Claim(const std::string& debug_dir,
                                        const EntryKey& id, absl::Time deadline,
                                        const Clock& clock);
-  // The shared directory if nobody owns it now, else a new private one.
-  static absl::StatusOr<WorkDir> ClaimOrPrivate(const std::string& debug_dir,
-                                                const EntryKey& id);
+  // A new directory of this process's own, {key}.{pid}.{n}, for a compile
+  // whose output may be returned uncached: nobody else will clear it.
+  static absl::StatusOr<WorkDir> Private(const std::string& debug_dir,
+                                         const EntryKey& id);
 
   const std::string& path() const { return path_; }
   // path()/module.neff or path()/module.hlo.pb
