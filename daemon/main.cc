@@ -39,6 +39,8 @@ ABSL_FLAG(double, poll_interval, 1.0,
           "seconds between checks of a key another host is compiling");
 ABSL_FLAG(bool, shared_leases, true,
           "take cross-host lease files on the shared store");
+ABSL_FLAG(int64_t, gc_recent_seconds, 60,
+          "gc never removes an entry served on this host this recently");
 ABSL_FLAG(std::string, host_id, "", "this host's name (default: hostname)");
 ABSL_FLAG(std::string, socket_group, "neuron",
           "group that owns the unix socket (mode 0660) when it exists");
@@ -111,6 +113,7 @@ int main(int argc, char** argv) {
   }
   options.poll_interval = absl::Seconds(absl::GetFlag(FLAGS_poll_interval));
   options.shared_leases = absl::GetFlag(FLAGS_shared_leases);
+  options.gc_recent = absl::Seconds(absl::GetFlag(FLAGS_gc_recent_seconds));
 
   // Block the stop signals before any thread starts so only sigwait sees them.
   sigset_t stop;

@@ -241,6 +241,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
 
   MaintenanceOptions maintenance_options;
   maintenance_options.stale_lock_age = options.lock_timeout;
+  maintenance_options.recent = options.gc_recent;
   maintenance_options.lease_out = [locks =
                                        parts->locks.get()](const EntryKey& id) {
     return locks->Held(id);

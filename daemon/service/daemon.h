@@ -43,6 +43,8 @@ struct DaemonOptions {
   absl::Duration poll_interval = absl::Seconds(1);
   // Take cross-host lease files on the shared store (DESIGN.md §6).
   bool shared_leases = true;
+  // gc never removes an entry served on this host this recently.
+  absl::Duration gc_recent = absl::Minutes(1);
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
 };

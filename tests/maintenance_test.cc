@@ -1,0 +1,250 @@
+// Operator maintenance on a real daemon: importing a generated 10,000-entry
+// libneuronxla-style cache, and gc under concurrent readers.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/store/digest.h"
+#include "daemon/store/file_util.h"
+#include "gtest/gtest.h"
+#include "tests/harness/process.h"
+
+namespace neffd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Write(const std::string& path, const std::string& content,
+           absl::Duration age = absl::ZeroDuration()) {
+  WriteFile(path, content);
+  if (age > absl::ZeroDuration()) {
+    struct timespec t[2];
+    t[0] = t[1] = absl::ToTimespec(absl::Now() - age);
+    utimensat(AT_FDCWD, path.c_str(), t, 0);
+  }
+}
+
+std::string DoneJson(const std::string& content, uint64_t size) {
+  return absl::StrCat("{\"size\":\"", size, "\",\"sha256\":\"",
+                      Sha256Hex(content), "\"}");
+}
+
+v1::EntryId Id(const std::string& key) {
+  v1::EntryId id;
+  id.set_namespace_("neff");
+  id.set_compiler_version("2.14.0");
+  id.set_key(key);
+  return id;
+}
+
+TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
+  const std::string root = NewTempDir("import");
+  const std::string cache = root + "/neff/neuronxcc-2.14.0";
+  // kind -> how many; keys are "{kind}{i}".
+  const std::vector<std::pair<std::string, int>> kinds = {
+      {"done", 5000},   {"emptydone", 1000}, {"legacy", 1000},
+      {"failed", 1000}, {"stalelock", 500},  {"freshlock", 500},
+      {"noneff", 500},  {"badsize", 500}};
+  for (const auto& [kind, count] : kinds) {
+    for (int i = 0; i < count; ++i) {
+      const std::string dir = absl::StrCat(cache, "/MODULE_", kind, i);
+      fs::create_directories(dir);
+      const std::string neff = absl::StrCat("neff of ", kind, i);
+      if (kind == "done") {
+        Write(dir + "/model.neff", neff);
+        Write(dir + "/model.done", DoneJson(neff, neff.size()));
+      } else if (kind == "emptydone") {
+        Write(dir + "/model.neff", neff);
+        Write(dir + "/model.done", "");
+      } else if (kind == "legacy") {
+        Write(dir + "/model.neff", neff);
+        Write(dir + "/model.hlo.pb", "hlo");
+        Write(dir + "/compile_flags.txt", "--O1");
+      } else if (kind == "failed") {
+        Write(dir + "/model.hlo.pb", "hlo");
+        Write(dir + "/model.log", "ERROR: unsupported op");
+      } else if (kind == "stalelock" || kind == "freshlock") {
+        Write(dir + "/model.hlo.pb", "hlo");
+        Write(dir + "/model.hlo_module.pb.lock", "",
+              kind == "stalelock" ? absl::Hours(2) : absl::ZeroDuration());
+      } else if (kind == "noneff") {
+        Write(dir + "/model.done", DoneJson(neff, neff.size()));
+      } else {  // badsize
+        Write(dir + "/model.neff", neff);
+        Write(dir + "/model.done", DoneJson(neff, neff.size() + 1));
+      }
+    }
+  }
+  DaemonProcess daemon(root);
+  ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
+  const std::vector<std::string> ctl = {
+      Runfile("client/neffctl"), "--address=" + daemon.address(), "--json"};
+  auto import = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = ctl;
+    argv.push_back("import");
+    argv.push_back(root + "/neff");
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv);
+  };
+  const absl::Time start = absl::Now();
+  CommandResult first = import({});
+  std::printf("import of 10,000 entries took %s\n",
+              absl::FormatDuration(absl::Now() - start).c_str());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  for (const char* field :
+       {"\"scanned\":\"10000\"", "\"done\":\"7000\"", "\"legacy\":\"1000\"",
+        "\"failed\":\"1000\"", "\"locked\":\"1000\"", "\"stale_locks\":\"500\"",
+        "\"cleared_locks\":\"0\"", "\"corrupt\":\"1000\""}) {
+    EXPECT_TRUE(absl::StrContains(first.out, field)) << field << first.out;
+  }
+  // Stale locks are reported, not deleted, unless asked.
+  EXPECT_TRUE(
+      fs::exists(cache + "/MODULE_stalelock0/model.hlo_module.pb.lock"));
+  CommandResult second = import({"--clear-stale-locks"});
+  EXPECT_TRUE(absl::StrContains(second.out, "\"cleared_locks\":\"500\""))
+      << second.out;
+  EXPECT_FALSE(
+      fs::exists(cache + "/MODULE_stalelock0/model.hlo_module.pb.lock"));
+  EXPECT_TRUE(
+      fs::exists(cache + "/MODULE_freshlock0/model.hlo_module.pb.lock"));
+
+  // Every done entry (legacy ones included) is now a hit.
+  auto stub = daemon.NewStub();
+  int hits = 0;
+  for (const auto& [kind, count] : std::vector<std::pair<std::string, int>>{
+           {"done", 5000}, {"emptydone", 1000}, {"legacy", 1000}}) {
+    for (int i = 0; i < count; ++i) {
+      v1::LookupRequest request;
+      *request.mutable_id() = Id(absl::StrCat(kind, i));
+      v1::LookupResponse response;
+      grpc::ClientContext context;
+      if (stub->Lookup(&context, request, &response).ok() &&
+          response.result() == v1::LookupResponse::HIT) {
+        ++hits;
+      }
+    }
+  }
+  EXPECT_EQ(hits, 7000);
+  CommandResult stats = RunCommand({ctl[0], ctl[1], "--json", "stats"});
+  EXPECT_TRUE(absl::StrContains(stats.out, "\"entries\":\"7000\""))
+      << stats.out;
+  EXPECT_EQ(import({}).exit_code, 0);  // idempotent
+  CommandResult bad = RunCommand({ctl[0], ctl[1], "import", "/etc"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.err, "not this daemon's cache dir"));
+}
+
+class GcTest : public ::testing::Test {
+ protected:
+  void Publish(const std::string& key, const std::string& bytes) {
+    v1::LockRequest lock;
+    *lock.mutable_id() = Id(key);
+    v1::LockResponse granted;
+    grpc::ClientContext c1;
+    ASSERT_TRUE(stub_->Lock(&c1, lock, &granted).ok());
+    ASSERT_EQ(granted.outcome(), v1::LockResponse::GRANTED);
+    v1::PublishRequest publish;
+    publish.set_lease_id(granted.lease().lease_id());
+    *publish.mutable_id() = lock.id();
+    publish.set_inline_bytes(bytes);
+    publish.set_size(bytes.size());
+    publish.set_sha256(Sha256Hex(bytes));
+    v1::PublishResponse published;
+    grpc::ClientContext c2;
+    ASSERT_TRUE(stub_->Publish(&c2, publish, &published).ok());
+  }
+
+  std::unique_ptr<v1::CompileCache::Stub> stub_;
+};
+
+TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
+  const std::string root = NewTempDir("gc");
+  DaemonProcess daemon(root, {"--gc_recent_seconds=1"});
+  ASSERT_TRUE(daemon.Start());
+  stub_ = daemon.NewStub();
+  constexpr int kEntries = 40;
+  constexpr size_t kSize = 64 << 10;
+  auto content = [](int i) {
+    return std::string(kSize, static_cast<char>('a' + i % 26)) +
+           absl::StrCat(i);
+  };
+  for (int i = 0; i < kEntries; ++i) Publish(absl::StrCat("k", i), content(i));
+  const std::string dir0 = root + "/neff/neuronxcc-2.14.0/MODULE_k";
+  // Another host is compiling k5, the least recently used, again (its lease
+  // file is there).
+  WriteFile(dir0 + "5/model.hlo_module.pb.lock", "hostB 1 x 0");
+  // Readers that opened cold entries before gc must finish after it.
+  std::vector<int> held_fds;
+  for (int i = 10; i < 20; ++i) {
+    held_fds.push_back(
+        open((dir0 + absl::StrCat(i) + "/model.neff").c_str(), O_RDONLY));
+  }
+  absl::SleepFor(absl::Seconds(1.5));  // everything is now "not recent"
+
+  // Hot readers on k0..k4 look up, open and verify continuously.
+  std::atomic<bool> stop{false};
+  std::atomic<int> reads{0}, broken{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&, t] {
+      auto stub = daemon.NewStub();
+      for (int n = 0; !stop; ++n) {
+        const int i = (t + n) % 5;
+        v1::LookupRequest request;
+        *request.mutable_id() = Id(absl::StrCat("k", i));
+        v1::LookupResponse response;
+        grpc::ClientContext context;
+        if (!stub->Lookup(&context, request, &response).ok() ||
+            response.result() != v1::LookupResponse::HIT ||
+            Sha256Hex(ReadFile(response.entry().path())) !=
+                Sha256Hex(content(i))) {
+          ++broken;
+        }
+        ++reads;
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  const uint64_t limit = 10 * kSize;
+  CommandResult gc =
+      RunCommand({Runfile("client/neffctl"), "--address=" + daemon.address(),
+                  "--json", "gc", absl::StrCat("--max-size=", limit)});
+  absl::SleepFor(absl::Milliseconds(300));
+  stop = true;
+  for (auto& r : readers) r.join();
+  ASSERT_EQ(gc.exit_code, 0) << gc.err;
+  std::printf("gc: %s", gc.out.c_str());
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(broken.load(), 0);
+  EXPECT_TRUE(absl::StrContains(gc.out, "\"skipped_locked\":\"1\""));
+  EXPECT_TRUE(fs::exists(dir0 + "5/model.neff"));  // locked: kept
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(fs::exists(dir0 + absl::StrCat(i) + "/model.neff"));  // hot
+  }
+  uint64_t bytes = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root + "/neff")) {
+    if (e.path().filename() == "model.neff") bytes += fs::file_size(e.path());
+  }
+  EXPECT_LE(bytes, limit);
+  // Readers that had opened removed entries still read every byte.
+  for (size_t j = 0; j < held_fds.size(); ++j) {
+    std::string got(kSize + 8, '\0');
+    ssize_t n = pread(held_fds[j], got.data(), got.size(), 0);
+    ASSERT_GT(n, 0);
+    got.resize(n);
+    EXPECT_EQ(got, content(10 + j));
+    close(held_fds[j]);
+  }
+  EXPECT_FALSE(fs::exists(dir0 + "10"));  // it was collected
+}
+
+}  // namespace
+}  // namespace neffd::testing
