@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "config/env.h"
 #include "daemon/service/daemon.h"
@@ -41,6 +42,10 @@ ABSL_FLAG(bool, shared_leases, true,
           "take cross-host lease files on the shared store");
 ABSL_FLAG(int64_t, gc_recent_seconds, 60,
           "gc never removes an entry served on this host this recently");
+ABSL_FLAG(std::string, max_cache_size, "0",
+          "run gc every --gc_interval seconds to keep the neff store under "
+          "this many bytes (0: off)");
+ABSL_FLAG(int64_t, gc_interval, 600, "seconds between periodic gc runs");
 ABSL_FLAG(std::string, host_id, "", "this host's name (default: hostname)");
 ABSL_FLAG(std::string, socket_group, "neuron",
           "group that owns the unix socket (mode 0660) when it exists");
@@ -114,6 +119,14 @@ int main(int argc, char** argv) {
   options.poll_interval = absl::Seconds(absl::GetFlag(FLAGS_poll_interval));
   options.shared_leases = absl::GetFlag(FLAGS_shared_leases);
   options.gc_recent = absl::Seconds(absl::GetFlag(FLAGS_gc_recent_seconds));
+  if (!absl::SimpleAtoi(absl::GetFlag(FLAGS_max_cache_size),
+                        &options.max_cache_size) ||
+      absl::GetFlag(FLAGS_gc_interval) <= 0) {
+    return Fail(kExitBadConfig,
+                "--max_cache_size must be a number of bytes and "
+                "--gc_interval a positive number of seconds");
+  }
+  options.gc_interval = absl::Seconds(absl::GetFlag(FLAGS_gc_interval));
 
   // Block the stop signals before any thread starts so only sigwait sees them.
   sigset_t stop;

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
@@ -94,6 +95,7 @@ ptr = pool.allocate(1000)
 assert pool.memory_stats()["allocated_bytes.all.current"] >= 1000
 pool.free(ptr)
 assert "num_ooms" in neffclient.memory_stats()
+c.write_metrics()
 print("PASS")
 )";
   const std::string path = root + "/api.py";
@@ -104,9 +106,17 @@ print("PASS")
        "TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/neff",
        "TORCH_NEURONX_HLO_CACHE_DIR=" + root + "/hlo",
        "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root + "/local",
-       "TORCH_NEURONX_DEBUG_DIR=" + root + "/debug"});
+       "TORCH_NEURONX_DEBUG_DIR=" + root + "/debug",
+       "TORCH_NEURONX_ENABLED_METRIC_TABLES=neff_cache,allocator",
+       "TORCH_NEURONX_METRICS_DIR=" + root + "/metrics", "RANK=3"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(run.out, "PASS\n") << run.err;
+  // Rank-side metrics: this rank's tables, the allocator's from its pool.
+  const std::string cache = ReadFile(root + "/metrics/neff_cache_rank3.csv");
+  EXPECT_TRUE(absl::StrContains(cache, "\ncompiles,3\n")) << cache;
+  EXPECT_TRUE(absl::StrContains(cache, "\nfailures,1\n")) << cache;
+  const std::string alloc = ReadFile(root + "/metrics/allocator_rank3.csv");
+  EXPECT_TRUE(absl::StrContains(alloc, "\nnum_ooms,0\n")) << alloc;
 }
 
 }  // namespace

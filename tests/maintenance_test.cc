@@ -248,3 +248,25 @@ TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
 
 }  // namespace
 }  // namespace neffd::testing
+
+namespace neffd::testing {
+namespace {
+
+TEST(PeriodicGcTest, DaemonKeepsTheStoreUnderMaxCacheSize) {
+  const std::string root = NewTempDir("periodic_gc");
+  DaemonProcess daemon(root, {"--max_cache_size=1000", "--gc_interval=1",
+                              "--gc_recent_seconds=0"});
+  ASSERT_TRUE(daemon.Start());
+  WriteFile(root + "/big", std::string(5000, 'x'));
+  ASSERT_EQ(RunCommand({Runfile("client/neffctl"),
+                        "--address=" + daemon.address(), "put", "neff", "big",
+                        root + "/big", "--compiler_version=1"})
+                .exit_code,
+            0);
+  const std::string neff = root + "/neff/neuronxcc-1/MODULE_big/model.neff";
+  for (int i = 0; i < 100 && fs::exists(neff); ++i) usleep(50000);
+  EXPECT_FALSE(fs::exists(neff));
+}
+
+}  // namespace
+}  // namespace neffd::testing

@@ -133,6 +133,7 @@ struct Daemon::Parts {
   std::unique_ptr<grpc::Server> server;
   absl::Notification stop_ticking;
   std::thread ticker;
+  std::thread collector;  // periodic gc, when max_cache_size is set
   bool shut_down = false;
 };
 
@@ -291,6 +292,25 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       }
     }
   });
+  if (options.max_cache_size > 0) {
+    p->collector = std::thread([p] {
+      v1::GcRequest request;
+      request.set_max_size_bytes(p->options.max_cache_size);
+      absl::Time next = absl::Now() + p->options.gc_interval;
+      while (!p->stop_ticking.HasBeenNotified()) {
+        absl::SleepFor(kTickInterval);
+        if (absl::Now() < next) continue;
+        next = absl::Now() + p->options.gc_interval;
+        absl::StatusOr<v1::GcResponse> done =
+            p->maintenance->Gc(Namespace::kNeff, request);
+        if (done.ok() && done->removed_entries() > 0) {
+          fprintf(stderr, "neffd: gc removed %llu entries (%llu bytes)\n",
+                  static_cast<unsigned long long>(done->removed_entries()),
+                  static_cast<unsigned long long>(done->removed_bytes()));
+        }
+      }
+    });
+  }
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }
 
@@ -321,6 +341,7 @@ void Daemon::Shutdown() {
                       absl::ToChronoSeconds(p->options.shutdown_grace));
   p->stop_ticking.Notify();
   p->ticker.join();
+  if (p->collector.joinable()) p->collector.join();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
   std::string socket_path = UnixPath(p->options.address);

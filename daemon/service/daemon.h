@@ -45,6 +45,10 @@ struct DaemonOptions {
   bool shared_leases = true;
   // gc never removes an entry served on this host this recently.
   absl::Duration gc_recent = absl::Minutes(1);
+  // Periodic gc of the neff store down to this size (0: off), every
+  // gc_interval.
+  uint64_t max_cache_size = 0;
+  absl::Duration gc_interval = absl::Minutes(10);
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
 };
