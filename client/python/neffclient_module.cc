@@ -116,16 +116,22 @@ std::string AsFlags(const py::object& flags) {
   return joined;
 }
 
-// One process-wide pool per SegmentPool object (host memory here; NRT's
-// device memory on a NeuronCore).
+// A NeuronSegmentPool over its own provider (host memory here; NRT's device
+// memory on a NeuronCore).
 class PySegmentPool {
  public:
-  explicit PySegmentPool(std::optional<size_t> capacity_bytes)
-      : provider_(capacity_bytes.value_or(
-            allocator::HostMemoryProvider::kUnlimited)) {
-    pool_ = ValueOrRaise(
-        allocator::NeuronSegmentPool::CreateFromEnvironment(&provider_));
+  // Never raises: also called without the GIL (metrics).
+  static absl::StatusOr<std::shared_ptr<PySegmentPool>> Create(
+      std::optional<size_t> capacity_bytes) {
+    auto pool = std::shared_ptr<PySegmentPool>(new PySegmentPool(
+        capacity_bytes.value_or(allocator::HostMemoryProvider::kUnlimited)));
+    absl::StatusOr<std::unique_ptr<allocator::NeuronSegmentPool>> created =
+        allocator::NeuronSegmentPool::CreateFromEnvironment(&pool->provider_);
+    if (!created.ok()) return created.status();
+    pool->pool_ = *std::move(created);
+    return pool;
   }
+
   uintptr_t Allocate(size_t bytes) {
     allocator::Allocation a = ValueOrRaise(pool_->Allocate(bytes));
     return reinterpret_cast<uintptr_t>(a.ptr);
@@ -141,14 +147,16 @@ class PySegmentPool {
   void ResetPeak() { pool_->ResetPeakStats(); }
 
  private:
+  explicit PySegmentPool(size_t capacity) : provider_(capacity) {}
+
   allocator::HostMemoryProvider provider_;
   std::unique_ptr<allocator::NeuronSegmentPool> pool_;
 };
 
-std::shared_ptr<PySegmentPool> DefaultPool() {
-  static std::shared_ptr<PySegmentPool>* pool =
-      new std::shared_ptr<PySegmentPool>(
-          std::make_shared<PySegmentPool>(std::nullopt));
+// The process's pool, created on first use; never destroyed.
+const absl::StatusOr<std::shared_ptr<PySegmentPool>>& DefaultPool() {
+  static const auto* pool = new absl::StatusOr<std::shared_ptr<PySegmentPool>>(
+      PySegmentPool::Create(std::nullopt));
   return *pool;
 }
 
@@ -160,8 +168,16 @@ py::dict StatsDict(const std::vector<std::pair<std::string, int64_t>>& rows) {
 
 class PyClient {
  public:
+  // The "allocator" metric table reports the default pool until
+  // attach_allocator names another.
   explicit PyClient(std::optional<std::string> address)
-      : client_(CacheClient::FromEnvironment(address.value_or(""))) {}
+      : client_(CacheClient::FromEnvironment(address.value_or(""))) {
+    client_->SetAllocatorStats([] {
+      const auto& pool = DefaultPool();
+      return pool.ok() ? (*pool)->Stats()
+                       : std::vector<std::pair<std::string, int64_t>>();
+    });
+  }
 
   std::string DeriveKey(const py::object& hlo_bytes,
                         const py::object& compiler_flags,
@@ -284,7 +300,9 @@ PYBIND11_MODULE(neffclient, m) {
       .def("write_metrics", &PyClient::WriteMetrics);
 
   py::class_<PySegmentPool, std::shared_ptr<PySegmentPool>>(m, "SegmentPool")
-      .def(py::init<std::optional<size_t>>(),
+      .def(py::init([](std::optional<size_t> capacity_bytes) {
+             return ValueOrRaise(PySegmentPool::Create(capacity_bytes));
+           }),
            py::arg("capacity_bytes") = py::none())
       .def("allocate", &PySegmentPool::Allocate, py::arg("bytes"))
       .def("free", &PySegmentPool::Free, py::arg("ptr"))
@@ -309,12 +327,15 @@ PYBIND11_MODULE(neffclient, m) {
       py::arg("compiler_version"), py::arg("platform_target") = py::none(),
       py::arg("base_key") = py::none(),
       "Client().derive_key with this process's settings.");
-  m.def("default_pool", &neffd::python::DefaultPool,
-        "The process's SegmentPool (created on first use).");
+  m.def(
+      "default_pool",
+      [] { return neffd::python::ValueOrRaise(neffd::python::DefaultPool()); },
+      "The process's SegmentPool (created on first use).");
   m.def(
       "memory_stats",
       [] {
-        return neffd::python::StatsDict(neffd::python::DefaultPool()->Stats());
+        return neffd::python::StatsDict(
+            neffd::python::ValueOrRaise(neffd::python::DefaultPool())->Stats());
       },
       "torch.cuda.memory_stats()-style statistics of the default pool.");
 }
