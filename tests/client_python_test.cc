@@ -2,9 +2,6 @@
 // (examples/rank_sim.py under the system python3, importing the
 // //client/python:neffclient extension) ask for 16 graphs each in their own
 // order; exactly 16 compiles, identical files, no errors.
-#include <map>
-#include <set>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -34,17 +31,7 @@ TEST(ClientPythonTest, ThirtyTwoPythonRanksCompileSixteenKeysOnce) {
                absl::StrCat("--graphs=", kGraphs), "--compile_ms=300"},
               {"PYTHONPATH=" + ModuleDir()});
   std::vector<RankReport> reports = fleet.WaitAll();
-  std::map<int, std::set<std::string>> seen;
-  for (size_t r = 0; r < reports.size(); ++r) {
-    EXPECT_EQ(reports[r].exit_code, 0) << "rank " << r << ":\n"
-                                       << reports[r].out << reports[r].err;
-    EXPECT_EQ(reports[r].ok.size(), static_cast<size_t>(kGraphs));
-    for (const auto& [graph, got] : reports[r].ok) seen[graph].insert(got);
-  }
-  ASSERT_EQ(seen.size(), static_cast<size_t>(kGraphs));
-  for (const auto& [graph, versions] : seen) {
-    EXPECT_EQ(versions.size(), 1u) << "graph " << graph;
-  }
+  ExpectRanksAgree(reports, kGraphs);
   EXPECT_EQ(fleet.Compiles().size(), static_cast<size_t>(kGraphs));
   EXPECT_EQ(CountFiles(root + "/local/staging"), 0);
 }

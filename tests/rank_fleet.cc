@@ -1,11 +1,14 @@
 #include "tests/rank_fleet.h"
 
 #include <filesystem>
+#include <map>
+#include <set>
 #include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
 
 namespace neffd::testing {
 
@@ -67,6 +70,25 @@ std::vector<std::string> RankSimCommand(const std::string& compile_log,
       absl::StrCat("--compile_ms=", compile_ms)};
   command.insert(command.end(), more.begin(), more.end());
   return command;
+}
+
+void ExpectRanksAgree(const std::vector<RankReport>& reports, int graphs,
+                      bool same_path) {
+  std::map<int, std::set<std::string>> seen;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    EXPECT_EQ(reports[r].exit_code, 0) << "rank " << r << ":\n"
+                                       << reports[r].out << reports[r].err;
+    EXPECT_EQ(reports[r].ok.size(), static_cast<size_t>(graphs))
+        << "rank " << r << ":\n"
+        << reports[r].out;
+    for (const auto& [graph, got] : reports[r].ok) {
+      seen[graph].insert(same_path ? got : got.substr(0, got.find(' ')));
+    }
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(graphs));
+  for (const auto& [graph, versions] : seen) {
+    EXPECT_EQ(versions.size(), 1u) << "graph " << graph;
+  }
 }
 
 int CountFiles(const std::string& dir) {

@@ -58,6 +58,12 @@ std::vector<std::string> RankSimCommand(
     const std::string& compile_log, int graphs, int compile_ms,
     const std::vector<std::string>& more = {});
 
+// Every rank exited 0 with one OK line for each of `graphs` graphs, and for
+// each graph all ranks read the same bytes (with `same_path`, the same
+// entry). Reports failures with gtest's EXPECT_*.
+void ExpectRanksAgree(const std::vector<RankReport>& reports, int graphs,
+                      bool same_path = true);
+
 // Number of regular files under `dir` (recursively); 0 if it does not exist.
 int CountFiles(const std::string& dir);
 
