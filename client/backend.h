@@ -7,12 +7,12 @@
 // Store). CacheClient drives either one the same way.
 //
 // Status conventions, for every method of both:
-//   Unavailable         the daemon cannot be used (unreachable, restarting,
-//                       or any error of its own); the caller falls back.
+//   Unavailable         the daemon cannot be reached (down, restarting).
 //   FailedPrecondition  (Lease methods) the lease is no longer held: it was
 //                       revoked, or its daemon restarted.
 //   InvalidArgument     the request itself is wrong; not retried.
-// Anything else is a local I/O error.
+// Anything else is an I/O error, the daemon's or a local one (disk full...).
+// A caller may run any failed daemon call again on the filesystem.
 //
 // Backends and leases are thread-safe; a lease is used by one thread.
 #ifndef NEFFD_CLIENT_BACKEND_H_

@@ -269,7 +269,7 @@ absl::StatusOr<T> CacheClient::WithFallback(
     Call& call, const std::function<absl::StatusOr<T>(Backend&)>& op) {
   if (options_.use_daemon && !call.fallback) {
     absl::StatusOr<T> answer = op(Daemon());
-    if (answer.ok() || !absl::IsUnavailable(answer.status())) return answer;
+    if (answer.ok() || absl::IsInvalidArgument(answer.status())) return answer;
     WarnOncePerProcess(absl::StrCat(
         answer.status().message(),
         "; using the cache directories directly (fallback mode) until the "

@@ -20,8 +20,9 @@
 //  * Lock timeout. The rank compiles it itself (with a warning) and publishes
 //    if the key is free by then; otherwise it returns its own output,
 //    uncached. A timeout is never an error.
-//  * No daemon. When neffd is unreachable the same protocol runs directly on
-//    the filesystem: flock on the daemon's lock files under
+//  * No daemon. When a call to neffd fails (unreachable, restarting, or an
+//    error of its own) the same protocol runs directly on the filesystem:
+//    flock on the daemon's lock files under
 //    {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks, atomic publish into the same
 //    layout through daemon/store's Store. One warning per process. Every call
 //    tries the daemon first, so a daemon that comes back is used again. A
@@ -36,7 +37,7 @@
 //    always kept and its path is in the error. See client/workdir.h.
 //  * TORCH_NEURONX_NEFF_DISABLE_CACHE=1 (neff) / TORCH_NEURONX_HLO_CACHE=0
 //    (hlo): always compile, never look up or publish; the result is the
-//    output in the working directory, which is kept.
+//    output in a private working directory, which is kept.
 //  * Metrics: client/metrics.h; written after calls (at most once a second)
 //    and when the client is destroyed.
 //

@@ -22,7 +22,9 @@
 namespace neffd {
 namespace {
 
-// Maps a failed call to the backend's conventions (client/backend.h).
+// Maps a failed call to the backend's conventions (client/backend.h): the
+// request's own faults keep their code, transport failures are Unavailable,
+// and the daemon's other errors (disk full, ...) keep theirs, named.
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view address,
                       absl::string_view call) {
   const std::string message = status.error_message();
@@ -31,8 +33,16 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view address,
       return absl::InvalidArgumentError(message);
     case grpc::StatusCode::FAILED_PRECONDITION:
       return absl::FailedPreconditionError(message);
-    default:
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::UNIMPLEMENTED:
+    case grpc::StatusCode::UNKNOWN:
       return absl::UnavailableError(
+          absl::StrCat("neffd at ", address, ": ", call, ": ", message));
+    default:
+      return absl::Status(
+          static_cast<absl::StatusCode>(status.error_code()),
           absl::StrCat("neffd at ", address, ": ", call, ": ", message));
   }
 }
