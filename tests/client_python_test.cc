@@ -54,6 +54,13 @@ def compile_fn(path):
         f.write(b"neff")
 p = c.get_or_compile("neff", "1.0", k, compile_fn)
 assert c.lookup("neff", "1.0", k) == p and open(p, "rb").read() == b"neff"
+def lowering(path):  # hlo entries are small and published inline
+    with open(path, "wb") as f:
+        f.write(b"HloModule add")
+h = c.get_or_compile("hlo", "1.0", "aten.add.Tensor_f32", lowering)
+assert h.startswith(os.environ["TORCH_NEURONX_HLO_CACHE_DIR"] + "/"), h
+assert open(h, "rb").read() == b"HloModule add"
+assert c.lookup("hlo", "1.0", "aten.add.Tensor_f32") == h
 def fails(path):
     raise neffclient.CompileError("ERROR: unsupported op")
 try:
@@ -98,9 +105,10 @@ print("PASS")
        "TORCH_NEURONX_METRICS_DIR=" + root + "/metrics", "RANK=3"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(run.out, "PASS\n") << run.err;
+  EXPECT_FALSE(absl::StrContains(run.err, "fallback")) << run.err;
   // Rank-side metrics: this rank's tables, the allocator's from its pool.
   const std::string cache = ReadFile(root + "/metrics/neff_cache_rank3.csv");
-  EXPECT_TRUE(absl::StrContains(cache, "\ncompiles,3\n")) << cache;
+  EXPECT_TRUE(absl::StrContains(cache, "\ncompiles,4\n")) << cache;
   EXPECT_TRUE(absl::StrContains(cache, "\nfailures,1\n")) << cache;
   const std::string alloc = ReadFile(root + "/metrics/allocator_rank3.csv");
   EXPECT_TRUE(absl::StrContains(alloc, "\nnum_ooms,0\n")) << alloc;
