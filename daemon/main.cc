@@ -46,6 +46,10 @@ ABSL_FLAG(std::string, max_cache_size, "0",
           "run gc every --gc_interval seconds to keep the neff store under "
           "this many bytes (0: off)");
 ABSL_FLAG(int64_t, gc_interval, 600, "seconds between periodic gc runs");
+ABSL_FLAG(bool, local_tier, true,
+          "serve neff entries from a verified copy in {local_dir}/tier");
+ABSL_FLAG(std::string, local_tier_bytes, "0",
+          "local tier capacity in bytes (0: 20% of the local filesystem)");
 ABSL_FLAG(std::string, host_id, "", "this host's name (default: hostname)");
 ABSL_FLAG(std::string, socket_group, "neuron",
           "group that owns the unix socket (mode 0660) when it exists");
@@ -127,6 +131,11 @@ int main(int argc, char** argv) {
                 "--gc_interval a positive number of seconds");
   }
   options.gc_interval = absl::Seconds(absl::GetFlag(FLAGS_gc_interval));
+  options.local_tier = absl::GetFlag(FLAGS_local_tier);
+  if (!absl::SimpleAtoi(absl::GetFlag(FLAGS_local_tier_bytes),
+                        &options.local_tier_bytes)) {
+    return Fail(kExitBadConfig, "--local_tier_bytes must be a number of bytes");
+  }
 
   // Block the stop signals before any thread starts so only sigwait sees them.
   sigset_t stop;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "daemon/store/digest.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -131,6 +132,9 @@ TEST_F(DaemonLifecycleTest, TruncatedNeffIsNeverServed) {
   const std::string neff =
       root_ + "/neff/neuronxcc-2.19.1/MODULE_k2/model.neff";
   ASSERT_EQ(truncate(neff.c_str(), 100), 0);
+  // The daemon re-checks a hot entry's shared copy once a second (until
+  // then it serves its own verified local copy, never the damaged file).
+  absl::SleepFor(absl::Seconds(1.2));
 
   CommandResult lookup = Ctl({"--json", "lookup", "neff", "k2"});
   EXPECT_EQ(lookup.exit_code, 1);

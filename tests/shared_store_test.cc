@@ -1,8 +1,8 @@
 // Several real daemons sharing one store, with real rank processes
 // (examples/rank_sim): cluster-wide compile dedup, takeover when the host
 // holding a cross-host lease dies, and damage behind the daemons' backs.
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,6 +161,48 @@ TEST(SharedStoreTest, DamageBehindTheDaemonsIsNeverServedAndIsRecompiled) {
     if (name == "reason" || absl::EndsWith(name, ".reason")) ++reasons;
   }
   EXPECT_EQ(reasons, 4);
+}
+
+TEST(SharedStoreTest, EachHostReadsAnEntryFromTheSharedStoreOnce) {
+  Cluster cluster(NewTempDir(TestName()), {"--poll_interval=0.2"});
+  cluster.AddHost("hostA");
+  cluster.AddHost("hostB");
+  constexpr int kGraphs = 4, kRanks = 16, kBytes = 256 << 10;
+  const std::vector<std::string> args = {absl::StrCat("--graphs=", kGraphs),
+                                         "--compile_ms=10",
+                                         absl::StrCat("--neff_bytes=", kBytes)};
+  for (size_t h = 0; h < 2; ++h) {
+    std::vector<std::unique_ptr<Process>> ranks;
+    for (int r = 0; r < kRanks; ++r) {
+      ranks.push_back(cluster.StartRank(h, r, args));
+    }
+    for (auto& rank : ranks) {
+      ASSERT_EQ(rank->Wait(), 0) << rank->Stdout() << rank->Stderr();
+      // Ranks are handed the host's local copy, not the shared file.
+      for (absl::string_view line : absl::StrSplit(rank->Stdout(), '\n')) {
+        if (absl::StartsWith(line, "OK")) {
+          EXPECT_TRUE(
+              absl::StrContains(line, cluster.host(h).local_dir() + "/tier/"))
+              << line;
+        }
+      }
+    }
+  }
+  auto filled = [&](size_t h) -> uint64_t {
+    CommandResult stats = RunCommand({Runfile("client/neffctl"),
+                                      "--address=" + cluster.host(h).address(),
+                                      "--json", "stats"});
+    const std::string field = "\"local_tier_filled_bytes\":\"";
+    size_t at = stats.out.find(field);
+    return at == std::string::npos
+               ? ~uint64_t{0}
+               : std::stoull(stats.out.substr(at + field.size()));
+  };
+  // Each host reads each entry from the shared store at most once, however
+  // many ranks load it (K x size, not R x K x size). hostA compiled them:
+  // its copies mostly come from the staged files.
+  EXPECT_LE(filled(0), uint64_t{kGraphs} * kBytes);
+  EXPECT_EQ(filled(1), uint64_t{kGraphs} * kBytes);
 }
 
 }  // namespace

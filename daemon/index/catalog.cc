@@ -10,11 +10,18 @@ struct Catalog::Probe {
 };
 
 Catalog::Catalog(Store* neff_store, Store* hlo_store, Index* index,
-                 std::function<absl::Time()> now)
+                 std::function<absl::Time()> now, absl::Duration revalidate)
     : neff_store_(neff_store),
       hlo_store_(hlo_store),
       index_(index),
-      now_(std::move(now)) {}
+      now_(std::move(now)),
+      revalidate_(revalidate) {}
+
+bool Catalog::RecentlyValidated(const std::string& canonical) {
+  absl::MutexLock lock(&mu_);
+  auto it = validated_.find(canonical);
+  return it != validated_.end() && now_() - it->second < revalidate_;
+}
 
 Store& Catalog::StoreFor(Namespace ns) const {
   return ns == Namespace::kNeff ? *neff_store_ : *hlo_store_;
@@ -34,9 +41,18 @@ Catalog::FindResult Catalog::Find(const EntryKey& id) {
     const v1::IndexRecord& r = **record;
     FileIdentity verified{r.verified_inode(), r.entry().size(),
                           r.verified_mtime_ns(), r.verified_ctime_ns()};
-    if (StoreFor(id).StillValid(id, verified)) {
-      Touch(id.Canonical());
+    const std::string canonical = id.Canonical();
+    const bool fresh = RecentlyValidated(canonical);
+    if (fresh || StoreFor(id).StillValid(id, verified)) {
+      absl::MutexLock lock(&mu_);
+      const absl::Time now = now_();
+      accessed_[canonical] = now;
+      if (!fresh) validated_[canonical] = now;
       return r.entry();
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      validated_.erase(canonical);
     }
     if (absl::Status s = index_->Delete(id); !s.ok()) return s;
   }
@@ -89,6 +105,7 @@ absl::Status Catalog::Forget(const EntryKey& id) {
   {
     absl::MutexLock lock(&mu_);
     accessed_.erase(id.Canonical());
+    validated_.erase(id.Canonical());
   }
   return index_->Delete(id);
 }

@@ -3,7 +3,9 @@
 // Catalog answers "is this entry cached, and where?" for the daemon by
 // combining the local Index with the shared Stores:
 //   - a hit in the index is served if the artifact still has the identity
-//     that was verified on this host (two stats, no reads);
+//     that was verified on this host (two stats, no reads), checked at most
+//     once per `revalidate` per entry so a hot entry costs the shared
+//     filesystem nothing per rank;
 //   - otherwise the store is probed and fully verified (damage is
 //     quarantined there); a verified entry is written back to the index, so
 //     entries published by other hosts become hits without a restart;
@@ -35,7 +37,8 @@ class Catalog {
  public:
   Catalog(
       Store* neff_store, Store* hlo_store, Index* index,
-      std::function<absl::Time()> now = [] { return absl::Now(); });
+      std::function<absl::Time()> now = [] { return absl::Now(); },
+      absl::Duration revalidate = absl::Seconds(1));
 
   Store& StoreFor(const EntryKey& id) const;
   Store& StoreFor(Namespace ns) const;
@@ -63,17 +66,22 @@ class Catalog {
 
   FindResult ProbeStore(const EntryKey& id);
   void Touch(const std::string& canonical);
+  // True if the entry was seen unchanged within `revalidate`.
+  bool RecentlyValidated(const std::string& canonical);
 
   Store* const neff_store_;
   Store* const hlo_store_;
   Index* const index_;
   const std::function<absl::Time()> now_;
+  const absl::Duration revalidate_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Probe>> probes_
       ABSL_GUARDED_BY(mu_);
   // Access times not yet flushed, by EntryKey::Canonical().
   absl::flat_hash_map<std::string, absl::Time> accessed_ ABSL_GUARDED_BY(mu_);
+  // When each entry's artifact was last seen unchanged in the store.
+  absl::flat_hash_map<std::string, absl::Time> validated_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace neffd

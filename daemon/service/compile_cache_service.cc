@@ -101,11 +101,39 @@ class CompileCacheService::LockReactor : public grpc::ServerUnaryReactor {
 };
 
 CompileCacheService::CompileCacheService(ServiceOptions options,
-                                         Catalog* catalog, LockTable* locks)
+                                         Catalog* catalog, LockTable* locks,
+                                         LocalTier* tier)
     : options_(std::move(options)),
       catalog_(catalog),
       locks_(locks),
+      tier_(tier),
       started_(options_.now()) {}
+
+bool CompileCacheService::UsesTier(const EntryKey& id) const {
+  return tier_ != nullptr && id.ns() == Namespace::kNeff;
+}
+
+v1::Entry CompileCacheService::Localize(const EntryKey& id,
+                                        const v1::Entry& entry) {
+  if (!UsesTier(id)) return entry;
+  absl::StatusOr<v1::Entry> local = tier_->Get(id, entry);
+  return local.ok() ? *local : entry;
+}
+
+absl::StatusOr<std::optional<v1::Entry>> CompileCacheService::Serve(
+    const EntryKey& id) {
+  absl::StatusOr<std::optional<v1::Entry>> found = catalog_->Find(id);
+  if (!found.ok() || !found->has_value() || !UsesTier(id)) return found;
+  absl::StatusOr<v1::Entry> local = tier_->Get(id, **found);
+  if (local.ok()) return *local;
+  if (!absl::IsDataLoss(local.status())) return found;  // local disk trouble
+  // The shared copy changed after it was verified: check it from scratch
+  // (the store quarantines it) rather than serve it.
+  if (absl::Status s = catalog_->Forget(id); !s.ok()) return s;
+  found = catalog_->Find(id);
+  if (!found.ok() || !found->has_value()) return found;
+  return Localize(id, **found);
+}
 
 grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
                                          const v1::LookupRequest* request,
@@ -113,7 +141,7 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
   if (!id.ok()) return ToGrpcStatus(id.status());
   ++counters_.lookups;
-  absl::StatusOr<std::optional<v1::Entry>> entry = catalog_->Find(*id);
+  absl::StatusOr<std::optional<v1::Entry>> entry = Serve(*id);
   if (!entry.ok()) return ToGrpcStatus(entry.status());
   if (entry->has_value()) {
     ++counters_.hits;
@@ -134,7 +162,7 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
 
 absl::StatusOr<bool> CompileCacheService::AnswerWithoutLock(
     const EntryKey& id, v1::LockResponse* response) {
-  absl::StatusOr<std::optional<v1::Entry>> entry = catalog_->Find(id);
+  absl::StatusOr<std::optional<v1::Entry>> entry = Serve(id);
   if (!entry.ok()) return entry.status();
   if (entry->has_value()) {
     response->set_outcome(v1::LockResponse::READY);
@@ -219,7 +247,7 @@ grpc::Status CompileCacheService::CompleteLock(const EntryKey& id,
     }
     case LockOutcome::kReady:
       response->set_outcome(v1::LockResponse::READY);
-      *response->mutable_entry() = std::move(event.entry);
+      *response->mutable_entry() = Localize(id, event.entry);
       return grpc::Status::OK;
     case LockOutcome::kFailed:
       response->set_outcome(v1::LockResponse::FAILED);
@@ -309,8 +337,13 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
       result =
           StoreFor(*id).PublishFromFd(*id, staged->get(), request->size(),
                                       request->sha256(), producer, metadata);
-      // The daemon owns what was staged for it, whatever the outcome.
-      unlink(request->staged_path().c_str());
+      // The daemon owns what was staged for it, whatever the outcome: the
+      // verified bytes become this host's local copy, anything else goes.
+      if (result.ok() && !result->already_cached && UsesTier(*id)) {
+        tier_->Adopt(*id, result->stored.entry, request->staged_path());
+      } else {
+        unlink(request->staged_path().c_str());
+      }
     }
   }
   if (!result.ok()) {
@@ -318,13 +351,14 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
     return ToGrpcStatus(result.status());
   }
   absl::Status indexed = catalog_->Record(*id, result->stored);
-  locks_->FinishPublish(request->lease_id(), &result->stored.entry);
+  const v1::Entry served = Localize(*id, result->stored.entry);
+  locks_->FinishPublish(request->lease_id(), &served);
   if (!indexed.ok()) return ToGrpcStatus(indexed);
   ++(result->already_cached ? counters_.already_cached : counters_.publishes);
   response->set_outcome(result->already_cached
                             ? v1::PublishResponse::ALREADY_CACHED
                             : v1::PublishResponse::PUBLISHED);
-  *response->mutable_entry() = result->stored.entry;
+  *response->mutable_entry() = served;
   return grpc::Status::OK;
 }
 
@@ -379,6 +413,10 @@ grpc::Status CompileCacheService::GetStats(grpc::ServerContext*,
   response->set_entries(totals.entries);
   response->set_bytes(totals.bytes);
   response->set_store_metadata_ops(options_.shared_ops());
+  if (tier_ != nullptr) {
+    response->set_local_tier_bytes(tier_->used_bytes());
+    response->set_local_tier_filled_bytes(tier_->filled_bytes());
+  }
   response->set_uptime_ms(absl::ToInt64Milliseconds(options_.now() - started_));
   return grpc::Status::OK;
 }

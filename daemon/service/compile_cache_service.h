@@ -27,6 +27,7 @@
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/store/store.h"
+#include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 
 namespace neffd {
@@ -49,8 +50,9 @@ class CompileCacheService final
     : public v1::CompileCache::WithCallbackMethod_Lock<
           v1::CompileCache::Service> {
  public:
+  // `tier` (may be null) serves neff entries from local copies.
   CompileCacheService(ServiceOptions options, Catalog* catalog,
-                      LockTable* locks);
+                      LockTable* locks, LocalTier* tier);
 
   grpc::Status Lookup(grpc::ServerContext* context,
                       const v1::LookupRequest* request,
@@ -75,6 +77,10 @@ class CompileCacheService final
   class LockReactor;
 
   Store& StoreFor(const EntryKey& id) const { return catalog_->StoreFor(id); }
+  bool UsesTier(const EntryKey& id) const;
+  // The entry to hand a rank: verified, and local when the tier has it.
+  absl::StatusOr<std::optional<v1::Entry>> Serve(const EntryKey& id);
+  v1::Entry Localize(const EntryKey& id, const v1::Entry& entry);
   // Fills `response` for a key that needs no lock: READY or FAILED. False if
   // the key is neither cached nor failed.
   absl::StatusOr<bool> AnswerWithoutLock(const EntryKey& id,
@@ -86,6 +92,7 @@ class CompileCacheService final
   const ServiceOptions options_;
   Catalog* const catalog_;
   LockTable* const locks_;
+  LocalTier* const tier_;
   const absl::Time started_;
 
   struct Counters {

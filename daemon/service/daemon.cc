@@ -26,6 +26,7 @@
 #include "daemon/service/maintenance.h"
 #include "daemon/store/file_util.h"
 #include "daemon/store/store.h"
+#include "daemon/tier/local_tier.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -123,6 +124,7 @@ struct Daemon::Parts {
   std::unique_ptr<Store> hlo_store;
   std::unique_ptr<Index> index;
   std::unique_ptr<Catalog> catalog;
+  std::unique_ptr<LocalTier> tier;
   std::unique_ptr<Liveness> liveness;
   std::atomic<uint64_t> shared_lease_ops{0};
   std::unique_ptr<ExternalLocks> file_locks;
@@ -237,8 +239,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     return p->neff_store->metadata_ops() + p->hlo_store->metadata_ops() +
            p->shared_lease_ops.load();
   };
+  if (options.local_tier) {
+    LocalTierOptions tier_options;
+    tier_options.dir = options.local_dir + "/tier";
+    tier_options.capacity_bytes = options.local_tier_bytes;
+    absl::StatusOr<std::unique_ptr<LocalTier>> tier =
+        LocalTier::Open(tier_options);
+    if (!tier.ok()) return tier.status();
+    parts->tier = *std::move(tier);
+  }
   parts->service = std::make_unique<CompileCacheService>(
-      service_options, parts->catalog.get(), parts->locks.get());
+      service_options, parts->catalog.get(), parts->locks.get(),
+      parts->tier.get());
 
   MaintenanceOptions maintenance_options;
   maintenance_options.stale_lock_age = options.lock_timeout;

@@ -45,6 +45,10 @@ struct DaemonOptions {
   bool shared_leases = true;
   // gc never removes an entry served on this host this recently.
   absl::Duration gc_recent = absl::Minutes(1);
+  // Serve neff entries from a verified copy in {local_dir}/tier, at most
+  // this many bytes (0: 20% of the local filesystem).
+  bool local_tier = true;
+  uint64_t local_tier_bytes = 0;
   // Periodic gc of the neff store down to this size (0: off), every
   // gc_interval.
   uint64_t max_cache_size = 0;

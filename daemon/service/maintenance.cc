@@ -30,6 +30,7 @@ absl::StatusOr<v1::EvictResponse> Maintenance::Evict(const EntryKey& id) {
     response.set_removed_failure(state.has_log);
   }
   if (absl::Status s = catalog_->Forget(id); !s.ok()) return s;
+  options_.on_evict(id);
   return response;
 }
 

@@ -1,0 +1,224 @@
+#include "daemon/tier/local_tier.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "daemon/store/digest.h"
+#include "daemon/store/file_util.h"
+
+namespace neffd {
+
+struct LocalTier::Filling {
+  absl::Notification done;
+  absl::Status status;
+};
+
+LocalTier::LocalTier(LocalTierOptions options) : options_(std::move(options)) {}
+
+LocalTier::~LocalTier() {
+  if (scanner_.joinable()) scanner_.join();
+}
+
+absl::StatusOr<std::unique_ptr<LocalTier>> LocalTier::Open(
+    LocalTierOptions options) {
+  if (absl::Status s = MakeDirs(options.dir); !s.ok()) return s;
+  if (options.capacity_bytes == 0) {
+    struct statvfs fs;
+    if (statvfs(options.dir.c_str(), &fs) != 0) {
+      return ErrnoStatus(errno, "statvfs " + options.dir);
+    }
+    options.capacity_bytes =
+        static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize / 5;
+  }
+  std::unique_ptr<LocalTier> tier(new LocalTier(std::move(options)));
+  tier->scanner_ = std::thread([t = tier.get()] { t->Scan(); });
+  return tier;
+}
+
+std::string LocalTier::NameFor(const EntryKey& id,
+                               const std::string& sha256) const {
+  return absl::StrCat(NamespaceName(id.ns()), "/", id.compiler_version(), "/",
+                      id.key(), ".", sha256);
+}
+
+v1::Entry LocalTier::Localized(const v1::Entry& entry,
+                               const std::string& name) const {
+  v1::Entry local = entry;
+  local.set_path(absl::StrCat(options_.dir, "/", name));
+  return local;
+}
+
+bool LocalTier::Touch(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(name);
+  if (it == files_.end()) return false;
+  it->second->handed_out = options_.now();
+  lru_.splice(lru_.end(), lru_, it->second);
+  return true;
+}
+
+void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out) {
+  absl::MutexLock lock(&mu_);
+  if (files_.contains(name)) return;
+  const absl::Time when = handed_out ? options_.now() : absl::InfinitePast();
+  auto at = handed_out ? lru_.end() : lru_.begin();
+  files_[name] = lru_.insert(at, File{name, size, when});
+  used_ += size;
+  EvictOverCapacity();
+}
+
+void LocalTier::EvictOverCapacity() {
+  const absl::Time now = options_.now();
+  while (used_ > options_.capacity_bytes && !lru_.empty()) {
+    File& oldest = lru_.front();
+    if (now - oldest.handed_out < options_.pin) break;  // all others newer
+    unlink(absl::StrCat(options_.dir, "/", oldest.name).c_str());
+    used_ -= oldest.size;
+    files_.erase(oldest.name);
+    lru_.pop_front();
+  }
+}
+
+absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
+                                         const v1::Entry& entry) {
+  const std::string name = NameFor(id, entry.sha256());
+  if (Touch(name)) return Localized(entry, name);
+  // Not known yet: maybe on disk from before a restart (verified then).
+  struct stat st;
+  const std::string path = absl::StrCat(options_.dir, "/", name);
+  if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      static_cast<uint64_t>(st.st_size) == entry.size()) {
+    Admit(name, entry.size(), /*handed_out=*/true);
+    return Localized(entry, name);
+  }
+  std::shared_ptr<Filling> filling;
+  bool leader = false;
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<Filling>& slot = fills_[name];
+    if (slot == nullptr) {
+      slot = std::make_shared<Filling>();
+      leader = true;
+    }
+    filling = slot;
+  }
+  if (leader) {
+    filling->status = Fill(name, entry);
+    if (filling->status.ok()) Admit(name, entry.size(), /*handed_out=*/true);
+    {
+      absl::MutexLock lock(&mu_);
+      fills_.erase(name);
+    }
+    filling->done.Notify();
+  } else {
+    filling->done.WaitForNotification();
+    Touch(name);
+  }
+  if (!filling->status.ok()) return filling->status;
+  return Localized(entry, name);
+}
+
+absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
+  UniqueFd in(open(entry.path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!in.valid()) return ErrnoStatus(errno, "opening " + entry.path());
+  const std::string path = absl::StrCat(options_.dir, "/", name);
+  const std::string dir = path.substr(0, path.rfind('/'));
+  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  const std::string tmp = absl::StrCat(
+      dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "tier"));
+  UniqueFd out(open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!out.valid()) return ErrnoStatus(errno, "creating " + tmp);
+  absl::StatusOr<CopyResult> copied =
+      CopyAndHash(in.get(), out.get(), entry.path());
+  absl::Status status;
+  if (!copied.ok()) {
+    status = copied.status();
+  } else {
+    filled_bytes_ += copied->size;
+    if (copied->size != entry.size() || copied->sha256 != entry.sha256()) {
+      status = absl::DataLossError(
+          absl::StrCat(entry.path(), " no longer matches its sha256 (",
+                       copied->sha256, " != ", entry.sha256(), ")"));
+    } else if (fsync(out.get()) != 0 ||
+               rename(tmp.c_str(), path.c_str()) != 0) {
+      status = ErrnoStatus(errno, "installing " + path);
+    }
+  }
+  if (!status.ok()) unlink(tmp.c_str());
+  return status;
+}
+
+void LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
+                      const std::string& staged_path) {
+  const std::string name = NameFor(id, entry.sha256());
+  const std::string path = absl::StrCat(options_.dir, "/", name);
+  if (MakeDirs(path.substr(0, path.rfind('/'))).ok() &&
+      rename(staged_path.c_str(), path.c_str()) == 0) {
+    chmod(path.c_str(), 0644);
+    Admit(name, entry.size(), /*handed_out=*/true);
+    return;
+  }
+  unlink(staged_path.c_str());
+}
+
+void LocalTier::Remove(const EntryKey& id) {
+  const std::string prefix = absl::StrCat(
+      NamespaceName(id.ns()), "/", id.compiler_version(), "/", id.key(), ".");
+  const std::string dir = absl::StrCat(
+      options_.dir, "/", NamespaceName(id.ns()), "/", id.compiler_version());
+  absl::MutexLock lock(&mu_);
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name =
+        absl::StrCat(NamespaceName(id.ns()), "/", id.compiler_version(), "/",
+                     f.path().filename().string());
+    if (!absl::StartsWith(name, prefix)) continue;
+    unlink(f.path().c_str());
+    auto it = files_.find(name);
+    if (it != files_.end()) {
+      used_ -= it->second->size;
+      lru_.erase(it->second);
+      files_.erase(it);
+    }
+  }
+}
+
+uint64_t LocalTier::used_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return used_;
+}
+
+void LocalTier::Scan() {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           options_.dir, std::filesystem::directory_options::none, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string file = it->path().filename().string();
+    if (absl::StartsWith(file, ".")) {
+      // A fill interrupted by a crash (an old one: a young one may be a fill
+      // in progress now).
+      struct stat st;
+      if (lstat(it->path().c_str(), &st) == 0 &&
+          absl::Now() - absl::TimeFromTimespec(st.st_mtim) > absl::Hours(1)) {
+        unlink(it->path().c_str());
+      }
+      continue;
+    }
+    Admit(it->path().string().substr(options_.dir.size() + 1),
+          it->file_size(ec), /*handed_out=*/false);
+  }
+}
+
+}  // namespace neffd

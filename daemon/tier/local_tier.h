@@ -1,0 +1,114 @@
+// daemon/tier/local_tier.h
+//
+// LocalTier is the host's read-through copy of the shared store on local disk
+// ({TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/tier/). Without it every rank reads
+// every NEFF from FSx (128 ranks x 200 MB per graph per host); with it each
+// entry crosses the shared filesystem once per host and ranks read it from
+// NVMe.
+//
+//   - Get() returns the local copy of an entry, filling it on first use: the
+//     copy is hashed while it is written and installed (fsync + rename) only
+//     if size and sha256 match the entry, so a tier file is always verified.
+//     Concurrent Gets of one entry share one fill.
+//   - Files are named {ns}/{version}/{key}.{sha256}, so different content can
+//     never alias and a file once named is never rewritten.
+//   - The tier is bounded by `capacity_bytes`, evicting least recently handed
+//     out files; a file handed out within `pin` is never evicted, so a rank
+//     that got a path has that long to open it (once open, removal cannot
+//     hurt it: the inode lives until closed).
+//   - After a restart the tier is trusted as it is (every file in it was
+//     verified before it got its name); its size accounting is rebuilt by a
+//     background scan, so start-up does not wait for it.
+//
+// Thread-safe.
+#ifndef NEFFD_DAEMON_TIER_LOCAL_TIER_H_
+#define NEFFD_DAEMON_TIER_LOCAL_TIER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/store/entry_id.h"
+#include "proto/neffd/v1/neffd.pb.h"
+
+namespace neffd {
+
+struct LocalTierOptions {
+  std::string dir;              // {local_dir}/tier
+  uint64_t capacity_bytes = 0;  // 0: 20% of the local filesystem
+  absl::Duration pin = absl::Seconds(60);
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+class LocalTier {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalTier>> Open(
+      LocalTierOptions options);
+  ~LocalTier();
+
+  // `entry` with its path replaced by the verified local copy, filled from
+  // entry.path() on first use. Errors: the shared copy is unreadable or does
+  // not match entry.sha256 (DataLoss), or the local disk failed.
+  absl::StatusOr<v1::Entry> Get(const EntryKey& id, const v1::Entry& entry);
+
+  // Moves a publish's staged file (already verified against `entry` by the
+  // store, and on the same local filesystem) into the tier, so the
+  // publisher's host never reads the entry back from the shared store.
+  // Removes the staged file if it cannot be used.
+  void Adopt(const EntryKey& id, const v1::Entry& entry,
+             const std::string& staged_path);
+
+  // Drops every local copy of `id`.
+  void Remove(const EntryKey& id);
+
+  uint64_t capacity_bytes() const { return options_.capacity_bytes; }
+  uint64_t used_bytes() const;
+  // Bytes read from the shared store to fill the tier so far.
+  uint64_t filled_bytes() const { return filled_bytes_; }
+
+ private:
+  struct File {
+    std::string name;  // relative to dir
+    uint64_t size = 0;
+    absl::Time handed_out;
+  };
+  struct Filling;
+
+  explicit LocalTier(LocalTierOptions options);
+  std::string NameFor(const EntryKey& id, const std::string& sha256) const;
+  // Copies the shared artifact into the tier as `name` if it matches.
+  absl::Status Fill(const std::string& name, const v1::Entry& entry);
+  // Records `name` (handed out now, or never when `handed_out` is false).
+  void Admit(const std::string& name, uint64_t size, bool handed_out)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks `name` handed out now; false if the tier does not know it.
+  bool Touch(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+  v1::Entry Localized(const v1::Entry& entry, const std::string& name) const;
+  void EvictOverCapacity() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Scan();
+
+  LocalTierOptions options_;
+  std::atomic<uint64_t> filled_bytes_{0};
+  mutable absl::Mutex mu_;
+  // LRU by hand-out time: front is the least recent.
+  std::list<File> lru_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::list<File>::iterator> files_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, std::shared_ptr<Filling>> fills_
+      ABSL_GUARDED_BY(mu_);
+  std::thread scanner_;
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_TIER_LOCAL_TIER_H_

@@ -1,0 +1,139 @@
+#include "daemon/tier/local_tier.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/store/digest.h"
+#include "gtest/gtest.h"
+
+namespace neffd {
+namespace {
+
+namespace fs = std::filesystem;
+
+class LocalTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = absl::StrCat(
+        getenv("TEST_TMPDIR"), "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_ + "/shared");
+  }
+
+  std::unique_ptr<LocalTier> Open(uint64_t capacity) {
+    LocalTierOptions options;
+    options.dir = root_ + "/tier";
+    options.capacity_bytes = capacity;
+    options.pin = absl::Seconds(10);
+    options.now = [this] { return now_; };
+    return *LocalTier::Open(options);
+  }
+
+  // A shared-store entry with `content`.
+  v1::Entry Shared(const std::string& key, const std::string& content) {
+    const std::string path = root_ + "/shared/" + key;
+    std::ofstream(path, std::ios::binary) << content;
+    v1::Entry e;
+    e.set_path(path);
+    e.set_size(content.size());
+    e.set_sha256(Sha256Hex(content));
+    return e;
+  }
+
+  static std::string Read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  std::string root_;
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+};
+
+TEST_F(LocalTierTest, FillsOnceFromTheSharedStoreAndServesLocally) {
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  std::vector<std::thread> readers;
+  std::vector<std::string> paths(16);
+  for (int i = 0; i < 16; ++i) {
+    readers.emplace_back([&, i] { paths[i] = tier->Get(id, shared)->path(); });
+  }
+  for (auto& t : readers) t.join();
+  for (const std::string& p : paths) {
+    EXPECT_EQ(p.rfind(root_ + "/tier/", 0), 0u) << p;
+    EXPECT_EQ(Read(p), "artifact bytes");
+  }
+  EXPECT_EQ(tier->filled_bytes(), 14u);     // one fill for 16 readers
+  fs::remove(shared.path());                // the shared copy is gone...
+  EXPECT_TRUE(tier->Get(id, shared).ok());  // ...the local one serves
+}
+
+TEST_F(LocalTierTest, DamagedSharedCopyIsRefusedAndLeavesNothing) {
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  std::ofstream(shared.path(), std::ios::binary) << "artifact bytez";
+  absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(tier->used_bytes(), 0u);
+  for (const auto& f : fs::recursive_directory_iterator(root_ + "/tier")) {
+    EXPECT_FALSE(f.is_regular_file()) << f.path();
+  }
+}
+
+TEST_F(LocalTierTest, EvictsLeastRecentlyHandedOutButNeverAPinnedFile) {
+  auto tier = Open(25);
+  std::vector<std::string> paths;
+  for (int i = 0; i < 3; ++i) {
+    EntryKey id = *EntryKey::Parse("neff", "1", absl::StrCat("k", i));
+    paths.push_back(
+        tier->Get(id, Shared(absl::StrCat("k", i), "0123456789"))->path());
+    now_ += absl::Seconds(1);
+  }
+  // 30 bytes over a 25-byte capacity, but all were handed out within the pin.
+  EXPECT_EQ(tier->used_bytes(), 30u);
+  EXPECT_TRUE(fs::exists(paths[0]));
+  now_ += absl::Seconds(20);
+  EntryKey id3 = *EntryKey::Parse("neff", "1", "k3");
+  ASSERT_TRUE(tier->Get(id3, Shared("k3", "0123456789")).ok());
+  EXPECT_FALSE(fs::exists(paths[0]));
+  EXPECT_FALSE(fs::exists(paths[1]));
+  EXPECT_TRUE(fs::exists(paths[2]));
+  EXPECT_EQ(tier->used_bytes(), 20u);
+}
+
+TEST_F(LocalTierTest, SurvivesARestartWithoutRefilling) {
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  {
+    auto tier = Open(1 << 20);
+    ASSERT_TRUE(tier->Get(id, shared).ok());
+  }
+  auto tier = Open(1 << 20);
+  ASSERT_TRUE(tier->Get(id, shared).ok());
+  EXPECT_EQ(tier->filled_bytes(), 0u);
+}
+
+TEST_F(LocalTierTest, AdoptsAStagedFileAndRemovesEveryCopyOfAKey) {
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  const std::string staged = root_ + "/staged";
+  std::ofstream(staged, std::ios::binary) << "artifact bytes";
+  tier->Adopt(id, shared, staged);
+  EXPECT_FALSE(fs::exists(staged));
+  absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(tier->filled_bytes(), 0u);
+  tier->Remove(id);
+  EXPECT_FALSE(fs::exists(got->path()));
+  EXPECT_EQ(tier->used_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace neffd
