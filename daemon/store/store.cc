@@ -288,11 +288,14 @@ absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey& id,
       !s.ok()) {
     return s;
   }
-  v1::Failure failure;
-  failure.set_log(std::string(log));
-  failure.set_retry_after_unix_ms(
-      absl::ToUnixMillis(options_.now() + options_.failed_ttl));
-  return failure;
+  // Callers and later lookups must see the same retry-after: both derive
+  // it from the log's mtime.
+  std::optional<v1::Failure> failure = FindFailure(id);
+  if (!failure.has_value()) {
+    return absl::InternalError(
+        absl::StrCat("recorded failure for ", id.Canonical(), " not found"));
+  }
+  return *failure;
 }
 
 std::optional<v1::Failure> Store::FindFailure(const EntryKey& id) const {

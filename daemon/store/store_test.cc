@@ -202,11 +202,14 @@ TEST_F(StoreTest, LegacyEmptyDoneMarkerIsServed) {
 }
 
 TEST_F(StoreTest, FailureIsServedUntilItsRetryAfter) {
-  ASSERT_TRUE(store_->RecordFailure(id_, "error: bad op").ok());
-  now_ = absl::Now();
+  now_ = absl::Now();  // failures age by the log file's mtime
+  absl::StatusOr<v1::Failure> recorded =
+      store_->RecordFailure(id_, "error: bad op");
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
   std::optional<v1::Failure> failure = store_->FindFailure(id_);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->log(), "error: bad op");
+  EXPECT_EQ(failure->retry_after_unix_ms(), recorded->retry_after_unix_ms());
   now_ += absl::Seconds(61);
   EXPECT_FALSE(store_->FindFailure(id_).has_value());
   now_ -= absl::Seconds(61);
