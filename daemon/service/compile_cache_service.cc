@@ -141,6 +141,11 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
   if (!id.ok()) return ToGrpcStatus(id.status());
   ++counters_.lookups;
+  if (locks_->Held(*id)) {  // being compiled on this host: a miss for now
+    ++counters_.misses;
+    response->set_result(v1::LookupResponse::MISS);
+    return grpc::Status::OK;
+  }
   absl::StatusOr<std::optional<v1::Entry>> entry = Serve(*id);
   if (!entry.ok()) return ToGrpcStatus(entry.status());
   if (entry->has_value()) {
@@ -162,6 +167,9 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
 
 absl::StatusOr<bool> CompileCacheService::AnswerWithoutLock(
     const EntryKey& id, v1::LockResponse* response) {
+  // Compiling on this host right now: the entry cannot be complete yet, and
+  // the waiter will hear when it is. No need to ask the shared store.
+  if (locks_->Held(id)) return false;
   absl::StatusOr<std::optional<v1::Entry>> entry = Serve(id);
   if (!entry.ok()) return entry.status();
   if (entry->has_value()) {

@@ -93,6 +93,13 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
       ReadSmallFile(absl::StrCat(dir, "/", kDoneName), kMaxDoneBytes);
   if (!done_text.ok()) {
     if (absl::IsNotFound(done_text.status())) {
+      // The common miss (nothing there yet) costs one more stat; only an
+      // artifact without a marker needs a listing of the directory.
+      struct stat st;
+      CountOps(1);
+      if (lstat(artifact.c_str(), &st) != 0) {
+        return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
+      }
       EntryState state = Inspect(id);
       if (state.has_artifact && state.legacy_inputs &&
           state.lock_files.empty()) {
