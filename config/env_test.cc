@@ -140,6 +140,8 @@ const Case kCases[] = {
     {"NEFFD_ADDRESS", "unix:/run/neffd/neffd.sock", kDefault, "127.0.0.1:7878",
      "127.0.0.1:7878", "unix:neffd.sock",
      "expected unix:/absolute/path or HOST:PORT"},
+    {"JOURNAL_STREAM", "(unset)", kDefault, "8:12345", "8:12345", nullptr,
+     nullptr},
 };
 
 class EveryVariable : public ::testing::TestWithParam<Case> {};

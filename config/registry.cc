@@ -306,6 +306,11 @@ std::vector<VarSpec> MakeRegistry() {
       Var(kNeffdSection, "NEFFD_ADDRESS", Type::kString, Rule::kAddress,
           "unix:/run/neffd/neffd.sock", kNeffd,
           "Address of the neffd daemon (unix:PATH or 127.0.0.1:PORT)"),
+      Var(kNeffdSection, "JOURNAL_STREAM", Type::kString, Rule::kAnyString,
+          nullptr, kNeffd,
+          "Set by systemd when stderr goes to the journal; neffd then starts "
+          "each log line with a `<N>` syslog priority instead of a "
+          "timestamp."),
   };
 }
 

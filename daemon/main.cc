@@ -6,16 +6,22 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "config/env.h"
+#include "daemon/log/log.h"
 #include "daemon/service/daemon.h"
+#include "systemd/sd-daemon.h"
 
 ABSL_FLAG(std::string, address, "",
           "unix:/path or loopback HOST:PORT (default $NEFFD_ADDRESS, else "
@@ -54,6 +60,17 @@ ABSL_FLAG(std::string, local_tier_bytes, "0",
 ABSL_FLAG(std::string, host_id, "", "this host's name (default: hostname)");
 ABSL_FLAG(std::string, socket_group, "neuron",
           "group that owns the unix socket (mode 0660) when it exists");
+ABSL_FLAG(std::string, metrics_textfile, "",
+          "write Prometheus metrics here atomically (node_exporter textfile "
+          "collector), e.g. /var/lib/node_exporter/textfile/neffd.prom");
+ABSL_FLAG(int64_t, metrics_interval, 15,
+          "seconds between metrics textfile writes");
+ABSL_FLAG(int, v, -1,
+          "log verbosity 0-3 (error, warning, info, debug); default "
+          "$TORCH_NEURONX_LOG_LEVEL");
+ABSL_FLAG(std::string, env_file, "/etc/neffd/neffd.env",
+          "re-read on SIGHUP for TORCH_NEURONX_LOG_LEVEL (systemd's "
+          "EnvironmentFile)");
 
 namespace {
 
@@ -66,8 +83,111 @@ std::string FlagOr(const std::string& flag,
 }
 
 int Fail(int code, absl::string_view message) {
-  std::fprintf(stderr, "neffd: %s\n", std::string(message).c_str());
+  // One line a person can act on; "<3>" makes it an error in the journal.
+  std::fprintf(stderr, "%sneffd: %s\n", neffd::log::UnderJournal() ? "<3>" : "",
+               std::string(message).c_str());
   return code;
+}
+
+// TORCH_NEURONX_LOG_LEVEL as set in systemd's EnvironmentFile `path`
+// (KEY=VALUE lines, '#'/';' comments, optional quotes), or -1.
+int LogLevelFromEnvFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  int level = -1;
+  while (std::getline(in, line)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&l, "TORCH_NEURONX_LOG_LEVEL=")) continue;
+    std::string value(absl::StripAsciiWhitespace(l));
+    if (value.size() >= 2 && (value[0] == '"' || value[0] == '\'')) {
+      value = value.substr(1, value.size() - 2);
+    }
+    const neffd::config::EnvSnapshot file = neffd::config::EnvSnapshot::FromMap(
+        {{"TORCH_NEURONX_LOG_LEVEL", value}});
+    if (file.origin("TORCH_NEURONX_LOG_LEVEL") == neffd::config::Origin::kEnv) {
+      level = static_cast<int>(file.GetInt("TORCH_NEURONX_LOG_LEVEL"));
+    }
+  }
+  return level;
+}
+
+// The log verbosity: --v, else the env file (on SIGHUP), else the
+// environment.
+int Verbosity(const neffd::config::EnvSnapshot& env, bool reread_file) {
+  if (absl::GetFlag(FLAGS_v) >= 0) return absl::GetFlag(FLAGS_v);
+  if (reread_file) {
+    const int from_file = LogLevelFromEnvFile(absl::GetFlag(FLAGS_env_file));
+    if (from_file >= 0) return from_file;
+  }
+  return static_cast<int>(env.GetInt("TORCH_NEURONX_LOG_LEVEL"));
+}
+
+neffd::v1::ConfigValue* AddSetting(neffd::v1::ConfigResponse* config,
+                                   const std::string& name,
+                                   const std::string& value,
+                                   const neffd::config::EnvSnapshot& env,
+                                   absl::string_view variable) {
+  neffd::v1::ConfigValue* out = config->add_settings();
+  out->set_name(name);
+  out->set_value(value);
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+    out->set_origin("flag");
+  } else if (!variable.empty() &&
+             env.origin(variable) == neffd::config::Origin::kEnv) {
+    out->set_origin("env");
+    out->set_note(absl::StrCat("from ", variable));
+  } else {
+    out->set_origin("default");
+  }
+  return out;
+}
+
+// GetConfig's answer: the daemon's settings and the variables it reads.
+neffd::v1::ConfigResponse DescribeConfig(const neffd::DaemonOptions& o,
+                                         const neffd::config::EnvSnapshot& env,
+                                         int verbosity) {
+  neffd::v1::ConfigResponse config;
+  const std::pair<std::string, std::pair<std::string, const char*>> rows[] = {
+      {"address", {o.address, "NEFFD_ADDRESS"}},
+      {"cache_dir", {o.neff_cache_dir, "TORCH_NEURONX_NEFF_CACHE_DIR"}},
+      {"hlo_cache_dir", {o.hlo_cache_dir, "TORCH_NEURONX_HLO_CACHE_DIR"}},
+      {"local_dir", {o.local_dir, "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"}},
+      {"index_dir",
+       {o.index_dir.empty() ? o.local_dir + "/index" : o.index_dir, ""}},
+      {"lock_timeout",
+       {absl::FormatDuration(o.lock_timeout),
+        "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"}},
+      {"lease_ttl", {absl::FormatDuration(o.lease_ttl), ""}},
+      {"failed_ttl", {absl::FormatDuration(o.failed_ttl), ""}},
+      {"shutdown_grace", {absl::FormatDuration(o.shutdown_grace), ""}},
+      {"poll_interval", {absl::FormatDuration(o.poll_interval), ""}},
+      {"shared_leases", {o.shared_leases ? "true" : "false", ""}},
+      {"gc_recent_seconds", {absl::FormatDuration(o.gc_recent), ""}},
+      {"max_cache_size", {absl::StrCat(o.max_cache_size), ""}},
+      {"gc_interval", {absl::FormatDuration(o.gc_interval), ""}},
+      {"host_id", {o.host_id.empty() ? "(hostname)" : o.host_id, ""}},
+      {"socket_group", {o.socket_group, ""}},
+      {"local_tier", {o.local_tier ? "true" : "false", ""}},
+      {"local_tier_bytes", {absl::StrCat(o.local_tier_bytes), ""}},
+      {"metrics_textfile", {o.metrics_textfile, ""}},
+      {"metrics_interval", {absl::FormatDuration(o.metrics_interval), ""}},
+      {"v", {absl::StrCat(verbosity), "TORCH_NEURONX_LOG_LEVEL"}},
+  };
+  for (const auto& [name, value] : rows) {
+    AddSetting(&config, name, value.first, env, value.second);
+  }
+  for (const neffd::config::VarSpec& spec : neffd::config::Variables()) {
+    if ((spec.readers & neffd::config::kDaemon) == 0) continue;
+    neffd::v1::ConfigValue* v = config.add_variables();
+    v->set_name(spec.name);
+    v->set_value(env.FormatValue(spec.name));
+    v->set_origin(
+        std::string(neffd::config::OriginName(env.origin(spec.name))));
+    v->set_note(env.note(spec.name));
+  }
+  for (const std::string& w : env.warnings()) config.add_warnings(w);
+  return config;
 }
 
 }  // namespace
@@ -86,8 +206,9 @@ int main(int argc, char** argv) {
   }
   const neffd::config::EnvSnapshot env =
       neffd::config::EnvSnapshot::FromProcessEnvironment();
+  neffd::log::Configure(Verbosity(env, false), env.IsSet("JOURNAL_STREAM"));
   for (const std::string& warning : env.warnings()) {
-    std::fprintf(stderr, "neffd: warning: %s\n", warning.c_str());
+    neffd::log::Warning("config", {{"warning", warning}});
   }
 
   neffd::DaemonOptions options;
@@ -141,12 +262,24 @@ int main(int argc, char** argv) {
                         &options.local_tier_bytes)) {
     return Fail(kExitBadConfig, "--local_tier_bytes must be a number of bytes");
   }
+  options.metrics_textfile = absl::GetFlag(FLAGS_metrics_textfile);
+  if (absl::GetFlag(FLAGS_metrics_interval) <= 0) {
+    return Fail(kExitBadConfig,
+                "--metrics_interval must be a positive number of seconds");
+  }
+  if (!options.metrics_textfile.empty() && options.metrics_textfile[0] != '/') {
+    return Fail(kExitBadConfig, "--metrics_textfile must be an absolute path");
+  }
+  options.metrics_interval =
+      absl::Seconds(absl::GetFlag(FLAGS_metrics_interval));
+  options.config = DescribeConfig(options, env, neffd::log::Verbosity());
 
   // Block the stop signals before any thread starts so only sigwait sees them.
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -160,16 +293,28 @@ int main(int argc, char** argv) {
     return Fail(config_error ? kExitBadConfig : 1, daemon.status().message());
   }
   if (std::string note = (*daemon)->IndexRecoveryNote(); !note.empty()) {
-    std::fprintf(stderr, "%s\n", note.c_str());
+    neffd::log::Warning("index_recovered", {{"note", note}});
   }
   std::printf("%s\n", (*daemon)->Describe().c_str());
   std::fflush(stdout);
+  neffd::log::Info("started", {{"address", options.address},
+                               {"cache_dir", options.neff_cache_dir},
+                               {"local_dir", options.local_dir}});
+  sd_notify(0, "READY=1\nSTATUS=serving");
 
   int signal_number = 0;
-  sigwait(&stop, &signal_number);
-  std::fprintf(stderr, "neffd: %s received; draining\n",
-               signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  for (;;) {
+    sigwait(&stop, &signal_number);
+    if (signal_number != SIGHUP) break;
+    neffd::log::Configure(Verbosity(env, true), env.IsSet("JOURNAL_STREAM"));
+    (*daemon)->Reload();
+    neffd::log::Warning("reloaded", {{"v", neffd::log::Verbosity()}});
+  }
+  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  neffd::log::Warning(
+      "draining",
+      {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
   (*daemon)->Shutdown();
-  std::fprintf(stderr, "neffd: stopped\n");
+  neffd::log::Warning("stopped");
   return 0;
 }

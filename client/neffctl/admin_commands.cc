@@ -1,4 +1,4 @@
-// neffctl's operator commands: stats, evict, verify, gc, import.
+// neffctl's operator commands: stats (and -z), evict, verify, gc, import.
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +7,54 @@
 
 namespace neffd::ctl {
 
+void PrintStats(const v1::Stats& s, const std::string& address) {
+  auto pct = [](uint64_t part, uint64_t whole) {
+    return whole ? absl::StrFormat("(%.1f%%)", 100.0 * part / whole)
+                 : std::string();
+  };
+  auto n = [](uint64_t v) { return absl::StrCat(v); };
+  std::printf("neffd at %s, up %s; counting since %s%s\n", address.c_str(),
+              HumanDuration(absl::Milliseconds(s.uptime_ms())).c_str(),
+              Ago(s.counting_since_unix_ms()).c_str(),
+              s.draining() ? "; DRAINING (no new leases)" : "");
+  PrintTable(
+      {
+          {"Lookups", n(s.lookups()), ""},
+          {"  hits", n(s.hits()), pct(s.hits(), s.lookups())},
+          {"  misses", n(s.misses()), pct(s.misses(), s.lookups())},
+          {"  recorded failures", n(s.failed_lookups()),
+           pct(s.failed_lookups(), s.lookups())},
+          {"Compiles saved", n(s.compiles_saved()), ""},
+          {"Publishes", n(s.publishes()), HumanBytes(s.publish_bytes())},
+          {"  already cached", n(s.already_cached()), ""},
+          {"  compile failures", n(s.failures_recorded()), ""},
+          {"Lock grants", n(s.lock_grants()), ""},
+          {"  waits", n(s.lock_waits()), ""},
+          {"  timeouts", n(s.lock_timeouts()), ""},
+          {"  wait p50 / p99",
+           absl::StrCat(
+               HumanDuration(absl::Seconds(s.lock_wait_p50_seconds())), " / ",
+               HumanDuration(absl::Seconds(s.lock_wait_p99_seconds()))),
+           ""},
+          {"Leases held", n(s.leases_held()),
+           absl::StrCat(s.waiters(), " waiting")},
+          {"Leases revoked", n(s.leases_revoked()), ""},
+          {"Quarantined", n(s.quarantined()), ""},
+          {"Store metadata ops", n(s.store_metadata_ops()), ""},
+          {"Cache", absl::StrCat(s.entries(), " entries"),
+           HumanBytes(s.bytes())},
+      },
+      {1});
+  if (s.versions_size() == 0) return;
+  std::vector<std::vector<std::string>> rows = {
+      {"  NAMESPACE", "COMPILER", "ENTRIES", "SIZE"}};
+  for (const v1::VersionStats& v : s.versions()) {
+    rows.push_back({"  " + v.namespace_(), v.compiler_version(), n(v.entries()),
+                    HumanBytes(v.bytes())});
+  }
+  PrintTable(rows, {2, 3});
+}
+
 int Ctl::Stats() {
   v1::Stats stats;
   grpc::Status status = cache_->GetStats(Context(absl::Seconds(10)).get(),
@@ -14,29 +62,23 @@ int Ctl::Stats() {
   if (!status.ok()) return RpcFailure(status, address_);
   if (json_) {
     PrintJson(stats);
-    return kOk;
+  } else {
+    PrintStats(stats, address_);
   }
-  const double hit_rate =
-      stats.lookups() ? 100.0 * stats.hits() / stats.lookups() : 0.0;
-  std::printf(
-      "lookups           %llu\n"
-      "hits              %llu (%.1f%%)\n"
-      "misses            %llu\n"
-      "publishes         %llu\n"
-      "already cached    %llu\n"
-      "lock grants       %llu\n"
-      "lock waits        %llu\n"
-      "leases held       %llu\n"
-      "entries           %llu\n"
-      "bytes             %llu\n",
-      (unsigned long long)stats.lookups(), (unsigned long long)stats.hits(),
-      hit_rate, (unsigned long long)stats.misses(),
-      (unsigned long long)stats.publishes(),
-      (unsigned long long)stats.already_cached(),
-      (unsigned long long)stats.lock_grants(),
-      (unsigned long long)stats.lock_waits(),
-      (unsigned long long)stats.leases_held(),
-      (unsigned long long)stats.entries(), (unsigned long long)stats.bytes());
+  return kOk;
+}
+
+int Ctl::ResetStats() {
+  v1::Stats stats;
+  grpc::Status status = admin_->ResetStats(Context(absl::Seconds(10)).get(),
+                                           v1::ResetStatsRequest(), &stats);
+  if (!status.ok()) return RpcFailure(status, address_);
+  if (json_) {
+    PrintJson(stats);
+  } else {
+    PrintStats(stats, address_);
+    std::printf("Statistics zeroed.\n");
+  }
   return kOk;
 }
 

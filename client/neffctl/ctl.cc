@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/ascii.h"
@@ -9,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "client/daemon_channel.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -73,6 +75,46 @@ std::string HumanBytes(uint64_t bytes) {
   }
   return unit == 0 ? absl::StrCat(bytes, " B")
                    : absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string HumanDuration(absl::Duration d) {
+  if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
+  const int64_t s = absl::ToInt64Seconds(d);
+  if (s < 1) return absl::StrCat(absl::ToInt64Milliseconds(d), "ms");
+  if (s < 60) {
+    return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d));
+  }
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%dh%02dm", s / 3600, s % 3600 / 60);
+  return absl::StrFormat("%dd%02dh", s / 86400, s % 86400 / 3600);
+}
+
+std::string Ago(int64_t unix_ms) {
+  if (unix_ms <= 0) return "never";
+  return HumanDuration(absl::Now() - absl::FromUnixMillis(unix_ms)) + " ago";
+}
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows,
+                const std::vector<size_t>& right) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      const bool last = i + 1 == row.size();
+      const std::string pad(width[i] - row[i].size(), ' ');
+      const bool r = std::find(right.begin(), right.end(), i) != right.end();
+      absl::StrAppend(&line, r ? pad : "", row[i], r || last ? "" : pad,
+                      last ? "" : "  ");
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::printf("%s\n", line.c_str());
+  }
 }
 
 bool ParseBytes(absl::string_view text, uint64_t* bytes) {

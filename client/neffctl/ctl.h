@@ -42,6 +42,15 @@ google::protobuf::Value Num(double n);
 
 // "1.5 GiB", "312 B".
 std::string HumanBytes(uint64_t bytes);
+// "850ms", "42s", "3m12s", "5h03m", "2d04h".
+std::string HumanDuration(absl::Duration d);
+// "3m ago", or "never" for 0.
+std::string Ago(int64_t unix_ms);
+
+// Prints rows as columns two spaces apart, each as wide as its widest cell;
+// the first row is the header. Columns named in `right` are right-aligned.
+void PrintTable(const std::vector<std::vector<std::string>>& rows,
+                const std::vector<size_t>& right = {});
 // "12345", "64M", "2GiB", "1.5T" → bytes.
 bool ParseBytes(absl::string_view text, uint64_t* bytes);
 // absl durations ("90s", "12h") plus days ("7d").
@@ -76,6 +85,15 @@ class Ctl {
   int Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
          bool dry_run);
   int Import(const std::string& dir, bool clear_stale_locks);
+  int ResetStats();
+
+  // Operations (ops_commands.cc).
+  int List(const v1::ListEntriesRequest& request);
+  int Show(const EntryKey& id);
+  int Locks();
+  int Drain(bool drain);
+  int Health(const std::string& service);
+  int Config();
 
  private:
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
@@ -90,6 +108,9 @@ class Ctl {
   std::unique_ptr<v1::CompileCache::Stub> cache_;
   std::unique_ptr<v1::CacheAdmin::Stub> admin_;
 };
+
+// The human form of Stats, ccache -s style (admin_commands.cc).
+void PrintStats(const v1::Stats& stats, const std::string& address);
 
 }  // namespace neffd::ctl
 

@@ -47,6 +47,7 @@ bool LockTable::TryGrant(Slot& slot, const HolderInfo& holder,
   lease.liveness_token =
       options_.liveness ? options_.liveness->Observe(holder) : std::nullopt;
   lease.refreshed = options_.now();
+  lease.granted = lease.refreshed;
   lease.expires = lease.refreshed + options_.lease_ttl;
   *lease_id = lease.lease_id;
   lease_to_slot_[lease.lease_id] = slot.id.Canonical();
@@ -334,6 +335,36 @@ void LockTable::Tick() {
 }
 
 void LockTable::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+  }
+  Drain();
+}
+
+void LockTable::Undrain() {
+  absl::MutexLock lock(&mu_);
+  if (!stopped_) shutting_down_ = false;
+}
+
+bool LockTable::draining() const {
+  absl::MutexLock lock(&mu_);
+  return shutting_down_;
+}
+
+std::vector<LockTable::LeaseView> LockTable::Leases() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<LeaseView> out;
+  for (const auto& [canonical, slot] : slots_) {
+    if (!slot.lease.has_value()) continue;
+    out.push_back(LeaseView{slot.id, slot.lease->holder, slot.lease->granted,
+                            slot.lease->expires, slot.waiters.size(),
+                            slot.lease->publishing});
+  }
+  return out;
+}
+
+void LockTable::Drain() {
   Pending pending;
   {
     absl::MutexLock lock(&mu_);

@@ -14,7 +14,7 @@
 //   kReady     the holder published; the event carries the entry;
 //   kFailed    the holder recorded a compile failure; the event carries it;
 //   kTimedOut  the waiter's deadline passed;
-//   kShutdown  the daemon is stopping; retry later;
+//   kShutdown  the daemon is stopping or draining; retry later;
 // unless Cancel() removed it first. A lease is revoked when its holder misses
 // its TTL or, if Liveness can observe the holder, as soon as the holder's
 // process is gone. A lease pinned by BeginPublish is never revoked.
@@ -141,8 +141,24 @@ class LockTable {
   // waiters, polls keys held elsewhere.
   void Tick();
 
-  // Answers every waiter kShutdown and refuses new requests the same way.
+  // Answers every waiter kShutdown and refuses new requests the same way,
+  // for good. Current leases may still be kept alive, published, released.
   void Shutdown();
+  // The same until Undrain() (operator maintenance).
+  void Drain();
+  void Undrain();
+  bool draining() const;
+
+  // One lease out on this host, for operators.
+  struct LeaseView {
+    EntryKey id;
+    HolderInfo holder;
+    absl::Time granted;
+    absl::Time expires;
+    size_t waiters = 0;
+    bool publishing = false;
+  };
+  std::vector<LeaseView> Leases() const;
 
   // True while a lease on `id` is out on this host.
   bool Held(const EntryKey& id) const;
@@ -163,6 +179,7 @@ class LockTable {
     std::optional<uint64_t> liveness_token;
     absl::Time expires;
     absl::Time refreshed;
+    absl::Time granted;
     bool publishing = false;
     std::shared_ptr<ExternalLock> external;
   };
@@ -197,7 +214,8 @@ class LockTable {
 
   const LockTableOptions options_;
   mutable absl::Mutex mu_;
-  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;  // draining, too
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;        // Shutdown(): for good
   WaiterId next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, Slot> slots_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> lease_to_slot_

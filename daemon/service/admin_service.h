@@ -4,21 +4,43 @@
 // behind neffctl) over Maintenance. Like CompileCacheService it validates
 // every field first and names it in INVALID_ARGUMENT messages; Import accepts
 // only the daemon's own cache roots, so no request makes the daemon read or
-// write elsewhere.
+// write elsewhere. The read-only queries (ListEntries, ShowEntry, GetLocks,
+// GetConfig) and the switches (Drain, Undrain, ResetStats) are in
+// admin_queries.cc.
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_SERVICE_ADMIN_SERVICE_H_
 #define NEFFD_DAEMON_SERVICE_ADMIN_SERVICE_H_
 
+#include <functional>
+#include <map>
+#include <string>
+
+#include "daemon/locks/lock_table.h"
 #include "daemon/service/maintenance.h"
+#include "daemon/service/telemetry.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 
 namespace neffd {
 
+struct AdminOptions {
+  LockTable* locks = nullptr;      // not owned
+  Telemetry* telemetry = nullptr;  // not owned
+  // Every counter since start (CompileCacheService::CumulativeStats).
+  std::function<v1::Stats()> cumulative_stats;
+  // Drains (true) or undrains the daemon: lock table and health.
+  std::function<void(bool)> set_draining;
+  // What GetConfig answers.
+  v1::ConfigResponse config;
+};
+
 class CacheAdminService final : public v1::CacheAdmin::Service {
  public:
-  CacheAdminService(Maintenance* maintenance, Catalog* catalog)
-      : maintenance_(maintenance), catalog_(catalog) {}
+  CacheAdminService(Maintenance* maintenance, Catalog* catalog,
+                    AdminOptions options)
+      : maintenance_(maintenance),
+        catalog_(catalog),
+        options_(std::move(options)) {}
 
   grpc::Status Evict(grpc::ServerContext* context,
                      const v1::EvictRequest* request,
@@ -31,10 +53,36 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
   grpc::Status Import(grpc::ServerContext* context,
                       const v1::ImportRequest* request,
                       grpc::ServerWriter<v1::ImportProgress>* writer) override;
+  grpc::Status ListEntries(grpc::ServerContext* context,
+                           const v1::ListEntriesRequest* request,
+                           v1::ListEntriesResponse* response) override;
+  grpc::Status ShowEntry(grpc::ServerContext* context,
+                         const v1::ShowEntryRequest* request,
+                         v1::EntryInfo* response) override;
+  grpc::Status GetLocks(grpc::ServerContext* context,
+                        const v1::GetLocksRequest* request,
+                        v1::LocksResponse* response) override;
+  grpc::Status Drain(grpc::ServerContext* context,
+                     const v1::DrainRequest* request,
+                     v1::DrainResponse* response) override;
+  grpc::Status Undrain(grpc::ServerContext* context,
+                       const v1::DrainRequest* request,
+                       v1::DrainResponse* response) override;
+  grpc::Status GetConfig(grpc::ServerContext* context,
+                         const v1::GetConfigRequest* request,
+                         v1::ConfigResponse* response) override;
+  grpc::Status ResetStats(grpc::ServerContext* context,
+                          const v1::ResetStatsRequest* request,
+                          v1::Stats* response) override;
 
  private:
+  // The leases out on this host, by EntryKey::Canonical().
+  std::map<std::string, v1::LeaseInfo> LeasesByKey() const;
+  grpc::Status SetDraining(bool draining, v1::DrainResponse* response);
+
   Maintenance* const maintenance_;
   Catalog* const catalog_;
+  const AdminOptions options_;
 };
 
 // The namespace named by a request field ("" means neff).

@@ -5,9 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/log/log.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/store/digest.h"
 #include "daemon/store/file_util.h"
@@ -102,11 +106,12 @@ class CompileCacheService::LockReactor : public grpc::ServerUnaryReactor {
 
 CompileCacheService::CompileCacheService(ServiceOptions options,
                                          Catalog* catalog, LockTable* locks,
-                                         LocalTier* tier)
+                                         LocalTier* tier, Telemetry* telemetry)
     : options_(std::move(options)),
       catalog_(catalog),
       locks_(locks),
       tier_(tier),
+      telemetry_(telemetry),
       started_(options_.now()) {}
 
 bool CompileCacheService::UsesTier(const EntryKey& id) const {
@@ -140,27 +145,26 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
                                          v1::LookupResponse* response) {
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
   if (!id.ok()) return ToGrpcStatus(id.status());
-  ++counters_.lookups;
   if (locks_->Held(*id)) {  // being compiled on this host: a miss for now
-    ++counters_.misses;
+    telemetry_->CountLookup(id->ns(), LookupResult::kMiss);
     response->set_result(v1::LookupResponse::MISS);
     return grpc::Status::OK;
   }
   absl::StatusOr<std::optional<v1::Entry>> entry = Serve(*id);
   if (!entry.ok()) return ToGrpcStatus(entry.status());
   if (entry->has_value()) {
-    ++counters_.hits;
+    telemetry_->CountLookup(id->ns(), LookupResult::kHit);
     response->set_result(v1::LookupResponse::HIT);
     *response->mutable_entry() = **entry;
     return grpc::Status::OK;
   }
   if (std::optional<v1::Failure> failure = StoreFor(*id).FindFailure(*id)) {
-    ++counters_.failed_lookups;
+    telemetry_->CountLookup(id->ns(), LookupResult::kFailed);
     response->set_result(v1::LookupResponse::FAILED);
     *response->mutable_failure() = *std::move(failure);
     return grpc::Status::OK;
   }
-  ++counters_.misses;
+  telemetry_->CountLookup(id->ns(), LookupResult::kMiss);
   response->set_result(v1::LookupResponse::MISS);
   return grpc::Status::OK;
 }
@@ -198,8 +202,10 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
     reactor->Finish(Invalid("holder.host: is longer than 256 bytes"));
     return reactor;
   }
+  const absl::Time started = options_.now();
   absl::StatusOr<bool> answered = AnswerWithoutLock(*id, response);
   if (!answered.ok() || *answered) {
+    if (answered.ok()) CountLock(*response, grpc::Status::OK, started);
     reactor->Finish(ToGrpcStatus(answered.status()));
     return reactor;
   }
@@ -211,9 +217,11 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
   EntryKey key = *id;
   LockTable::WaiterId waiter = locks_->Acquire(
       key, holder, request->wait(), options_.now() + wait,
-      [this, key, context, reactor, response](LockEvent event) {
-        reactor->Finish(CompleteLock(key, std::move(event),
-                                     context->IsCancelled(), response));
+      [this, key, context, reactor, response, started](LockEvent event) {
+        grpc::Status status = CompleteLock(key, std::move(event),
+                                           context->IsCancelled(), response);
+        CountLock(*response, status, started);
+        reactor->Finish(std::move(status));
       });
   reactor->set_waiter(waiter);
   return reactor;
@@ -271,7 +279,7 @@ grpc::Status CompileCacheService::CompleteLock(const EntryKey& id,
       break;
   }
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                      "neffd is shutting down; retry the lock");
+                      "neffd is draining or shutting down; retry the lock");
 }
 
 grpc::Status CompileCacheService::KeepAlive(grpc::ServerContext*,
@@ -362,7 +370,13 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
   const v1::Entry served = Localize(*id, result->stored.entry);
   locks_->FinishPublish(request->lease_id(), &served);
   if (!indexed.ok()) return ToGrpcStatus(indexed);
-  ++(result->already_cached ? counters_.already_cached : counters_.publishes);
+  telemetry_->CountPublish(id->ns(), result->already_cached,
+                           result->stored.entry.size());
+  if (!result->already_cached) {
+    log::Info("published", {{"entry", id->Canonical()},
+                            {"bytes", result->stored.entry.size()},
+                            {"lease", request->lease_id()}});
+  }
   response->set_outcome(result->already_cached
                             ? v1::PublishResponse::ALREADY_CACHED
                             : v1::PublishResponse::PUBLISHED);
@@ -392,7 +406,8 @@ grpc::Status CompileCacheService::Unlock(grpc::ServerContext*,
           StoreFor(*id).RecordFailure(*id, request->log());
       locks_->FinishPublish(request->lease_id(), nullptr);
       if (!failure.ok()) return ToGrpcStatus(failure.status());
-      ++counters_.failures_recorded;
+      telemetry_->CountFailureRecorded();
+      log::Info("compile_failure_recorded", {{"entry", id->Canonical()}});
       return ToGrpcStatus(locks_->Release(request->lease_id(), *id, &*failure));
     }
     default:
@@ -400,32 +415,60 @@ grpc::Status CompileCacheService::Unlock(grpc::ServerContext*,
   }
 }
 
+void CompileCacheService::CountLock(const v1::LockResponse& response,
+                                    const grpc::Status& status,
+                                    absl::Time started) {
+  std::string outcome =
+      status.ok() ? absl::AsciiStrToLower(
+                        v1::LockResponse::Outcome_Name(response.outcome()))
+      : status.error_code() == grpc::StatusCode::UNAVAILABLE ? "unavailable"
+                                                             : "cancelled";
+  telemetry_->CountLock(outcome, options_.now() - started);
+}
+
+v1::Stats CompileCacheService::CumulativeStats() const {
+  v1::Stats stats;
+  telemetry_->Fill(&stats);
+  LockTable::Counts locks = locks_->counts();
+  stats.set_lock_grants(locks.grants);
+  stats.set_lock_waits(locks.waits);
+  stats.set_lock_timeouts(locks.timeouts);
+  stats.set_leases_revoked(locks.revoked);
+  stats.set_leases_held(locks.leases_held);
+  stats.set_waiters(locks.waiters);
+  stats.set_draining(locks_->draining());
+  Index::Totals totals = catalog_->index().totals();
+  stats.set_entries(totals.entries);
+  stats.set_bytes(totals.bytes);
+  stats.set_quarantined(catalog_->StoreFor(Namespace::kNeff).quarantined() +
+                        catalog_->StoreFor(Namespace::kHlo).quarantined());
+  stats.set_store_metadata_ops(options_.shared_ops());
+  if (tier_ != nullptr) {
+    stats.set_local_tier_bytes(tier_->used_bytes());
+    stats.set_local_tier_filled_bytes(tier_->filled_bytes());
+  }
+  stats.set_uptime_ms(absl::ToInt64Milliseconds(options_.now() - started_));
+  std::map<std::pair<std::string, std::string>, v1::VersionStats> versions;
+  catalog_->index().ForEach([&](const EntryKey& id,
+                                const v1::IndexRecord& record) {
+    v1::VersionStats& v =
+        versions[{std::string(NamespaceName(id.ns())), id.compiler_version()}];
+    v.set_entries(v.entries() + 1);
+    v.set_bytes(v.bytes() + record.entry().size());
+    return true;
+  });
+  for (auto& [name, v] : versions) {
+    v.set_namespace_(name.first);
+    v.set_compiler_version(name.second);
+    *stats.add_versions() = std::move(v);
+  }
+  return stats;
+}
+
 grpc::Status CompileCacheService::GetStats(grpc::ServerContext*,
                                            const v1::GetStatsRequest*,
                                            v1::Stats* response) {
-  response->set_lookups(counters_.lookups);
-  response->set_hits(counters_.hits);
-  response->set_misses(counters_.misses);
-  response->set_failed_lookups(counters_.failed_lookups);
-  response->set_publishes(counters_.publishes);
-  response->set_already_cached(counters_.already_cached);
-  response->set_failures_recorded(counters_.failures_recorded);
-  LockTable::Counts locks = locks_->counts();
-  response->set_lock_grants(locks.grants);
-  response->set_lock_waits(locks.waits);
-  response->set_lock_timeouts(locks.timeouts);
-  response->set_leases_revoked(locks.revoked);
-  response->set_leases_held(locks.leases_held);
-  response->set_waiters(locks.waiters);
-  Index::Totals totals = catalog_->index().totals();
-  response->set_entries(totals.entries);
-  response->set_bytes(totals.bytes);
-  response->set_store_metadata_ops(options_.shared_ops());
-  if (tier_ != nullptr) {
-    response->set_local_tier_bytes(tier_->used_bytes());
-    response->set_local_tier_filled_bytes(tier_->filled_bytes());
-  }
-  response->set_uptime_ms(absl::ToInt64Milliseconds(options_.now() - started_));
+  *response = telemetry_->SinceReset(CumulativeStats());
   return grpc::Status::OK;
 }
 

@@ -12,7 +12,8 @@
 // the LockTable, not a thread. The other methods are synchronous; Publish may
 // spend seconds copying and hashing a large file.
 //
-// Thread-safe. The stores, index and lock table must outlive the service.
+// Thread-safe. The stores, index, lock table and telemetry must outlive the
+// service.
 #ifndef NEFFD_DAEMON_SERVICE_COMPILE_CACHE_SERVICE_H_
 #define NEFFD_DAEMON_SERVICE_COMPILE_CACHE_SERVICE_H_
 
@@ -26,6 +27,7 @@
 #include "absl/time/time.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
+#include "daemon/service/telemetry.h"
 #include "daemon/store/store.h"
 #include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
@@ -52,7 +54,11 @@ class CompileCacheService final
  public:
   // `tier` (may be null) serves neff entries from local copies.
   CompileCacheService(ServiceOptions options, Catalog* catalog,
-                      LockTable* locks, LocalTier* tier);
+                      LockTable* locks, LocalTier* tier, Telemetry* telemetry);
+
+  // Every counter since start (GetStats reports them since the last reset),
+  // with the gauges and the per-version index totals.
+  v1::Stats CumulativeStats() const;
 
   grpc::Status Lookup(grpc::ServerContext* context,
                       const v1::LookupRequest* request,
@@ -85,6 +91,9 @@ class CompileCacheService final
   // the key is neither cached nor failed.
   absl::StatusOr<bool> AnswerWithoutLock(const EntryKey& id,
                                          v1::LockResponse* response);
+  // Counts a Lock call's answer and how long it took.
+  void CountLock(const v1::LockResponse& response, const grpc::Status& status,
+                 absl::Time started);
   // Turns a LockTable event into the Lock response; may re-check the store.
   grpc::Status CompleteLock(const EntryKey& id, LockEvent event,
                             bool client_gone, v1::LockResponse* response);
@@ -93,12 +102,8 @@ class CompileCacheService final
   Catalog* const catalog_;
   LockTable* const locks_;
   LocalTier* const tier_;
+  Telemetry* const telemetry_;
   const absl::Time started_;
-
-  struct Counters {
-    std::atomic<uint64_t> lookups{0}, hits{0}, misses{0}, failed_lookups{0},
-        publishes{0}, already_cached{0}, failures_recorded{0};
-  } counters_;
 };
 
 }  // namespace neffd

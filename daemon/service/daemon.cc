@@ -21,15 +21,18 @@
 #include "daemon/locks/file_locks.h"
 #include "daemon/locks/liveness.h"
 #include "daemon/locks/lock_table.h"
+#include "daemon/log/log.h"
 #include "daemon/service/admin_service.h"
 #include "daemon/service/compile_cache_service.h"
+#include "daemon/service/health_service.h"
 #include "daemon/service/maintenance.h"
+#include "daemon/service/telemetry.h"
 #include "daemon/store/file_util.h"
 #include "daemon/store/store.h"
 #include "daemon/tier/local_tier.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
+#include "systemd/sd-daemon.h"
 
 namespace neffd {
 namespace {
@@ -129,6 +132,8 @@ struct Daemon::Parts {
   std::atomic<uint64_t> shared_lease_ops{0};
   std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
+  Telemetry telemetry;
+  HealthService health;
   std::unique_ptr<CompileCacheService> service;
   std::unique_ptr<Maintenance> maintenance;
   std::unique_ptr<CacheAdminService> admin;
@@ -136,7 +141,19 @@ struct Daemon::Parts {
   absl::Notification stop_ticking;
   std::thread ticker;
   std::thread collector;  // periodic gc, when max_cache_size is set
+  std::thread reporter;   // metrics textfile, when metrics_textfile is set
   bool shut_down = false;
+
+  void WriteMetrics() {
+    if (options.metrics_textfile.empty()) return;
+    absl::Status written =
+        WriteTextfile(options.metrics_textfile,
+                      telemetry.RenderPrometheus(service->CumulativeStats()));
+    if (!written.ok()) {
+      log::Error("metrics_write_failed", {{"path", options.metrics_textfile},
+                                          {"error", written.message()}});
+    }
+  }
 };
 
 Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
@@ -250,7 +267,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   }
   parts->service = std::make_unique<CompileCacheService>(
       service_options, parts->catalog.get(), parts->locks.get(),
-      parts->tier.get());
+      parts->tier.get(), &parts->telemetry);
 
   MaintenanceOptions maintenance_options;
   maintenance_options.stale_lock_age = options.lock_timeout;
@@ -261,10 +278,24 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   };
   parts->maintenance =
       std::make_unique<Maintenance>(maintenance_options, parts->catalog.get());
-  parts->admin = std::make_unique<CacheAdminService>(parts->maintenance.get(),
-                                                     parts->catalog.get());
+  AdminOptions admin_options;
+  admin_options.locks = parts->locks.get();
+  admin_options.telemetry = &parts->telemetry;
+  admin_options.cumulative_stats = [p = parts.get()] {
+    return p->service->CumulativeStats();
+  };
+  admin_options.set_draining = [p = parts.get()](bool draining) {
+    if (draining) {
+      p->locks->Drain();
+    } else {
+      p->locks->Undrain();
+    }
+    p->health.SetDraining(draining);
+  };
+  admin_options.config = options.config;
+  parts->admin = std::make_unique<CacheAdminService>(
+      parts->maintenance.get(), parts->catalog.get(), std::move(admin_options));
 
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
@@ -272,6 +303,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                            &port);
   builder.RegisterService(parts->service.get());
   builder.RegisterService(parts->admin.get());
+  builder.RegisterService(&parts->health);
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(options.max_inline_bytes + (1 << 20)));
   parts->server = builder.BuildAndStart();
@@ -287,11 +319,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       }
     }
   }
-  parts->server->GetHealthCheckService()->SetServingStatus(true);
 
   Parts* p = parts.get();
-  p->ticker = std::thread([p] {
+  uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+  p->ticker = std::thread([p, watchdog, watchdog_usec] {
     int ticks = 0;
+    absl::Time next_ping = absl::InfinitePast();
     // Relative sleeps, not timed waits on the wall clock: a wall clock that
     // disagrees with the kernel's (libfaketime in tests) must not stall the
     // lock table.
@@ -299,6 +333,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       absl::SleepFor(kTickInterval);
       if (p->stop_ticking.HasBeenNotified()) break;
       p->locks->Tick();
+      if (watchdog && absl::Now() >= next_ping) {
+        sd_notify(0, "WATCHDOG=1");
+        next_ping = absl::Now() + absl::Microseconds(watchdog_usec / 2);
+      }
       if (++ticks % kTicksPerAccessFlush == 0) {
         (void)p->catalog->FlushAccessTimes();
       }
@@ -316,10 +354,24 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
         absl::StatusOr<v1::GcResponse> done =
             p->maintenance->Gc(Namespace::kNeff, request);
         if (done.ok() && done->removed_entries() > 0) {
-          fprintf(stderr, "neffd: gc removed %llu entries (%llu bytes)\n",
-                  static_cast<unsigned long long>(done->removed_entries()),
-                  static_cast<unsigned long long>(done->removed_bytes()));
+          log::Info("gc", {{"removed_entries", done->removed_entries()},
+                           {"removed_bytes", done->removed_bytes()},
+                           {"bytes_after", done->bytes_after()}});
+        } else if (!done.ok()) {
+          log::Error("gc_failed", {{"error", done.status().message()}});
         }
+      }
+    });
+  }
+  if (!options.metrics_textfile.empty()) {
+    p->WriteMetrics();
+    p->reporter = std::thread([p] {
+      absl::Time next = absl::Now() + p->options.metrics_interval;
+      while (!p->stop_ticking.HasBeenNotified()) {
+        absl::SleepFor(kTickInterval);
+        if (absl::Now() < next) continue;
+        next = absl::Now() + p->options.metrics_interval;
+        p->WriteMetrics();
       }
     });
   }
@@ -343,19 +395,23 @@ std::string Daemon::IndexRecoveryNote() const {
                       "store)");
 }
 
+void Daemon::Reload() { parts_->WriteMetrics(); }
+
 void Daemon::Shutdown() {
   Parts* p = parts_.get();
   if (p == nullptr || p->shut_down) return;
   p->shut_down = true;
-  p->server->GetHealthCheckService()->SetServingStatus(false);
+  p->health.Shutdown();
   p->locks->Shutdown();
   p->server->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoSeconds(p->options.shutdown_grace));
   p->stop_ticking.Notify();
   p->ticker.join();
   if (p->collector.joinable()) p->collector.join();
+  if (p->reporter.joinable()) p->reporter.join();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
+  p->WriteMetrics();
   std::string socket_path = UnixPath(p->options.address);
   if (!socket_path.empty()) unlink(socket_path.c_str());
 }

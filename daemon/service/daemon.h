@@ -2,11 +2,16 @@
 //
 // Daemon assembles one neffd: it checks the directories (the local dir must be
 // on a local filesystem), opens the stores, the index and the lock table,
-// serves CompileCache plus gRPC health and server reflection on one address,
-// and runs the lock table's clock. Start() returns once the server accepts
-// calls; Shutdown() drains it (health NOT_SERVING, waiters told to retry,
-// in-flight calls finish within the grace period), flushes the index and
-// removes the socket.
+// serves CompileCache, CacheAdmin, grpc.health.v1.Health and server
+// reflection on one address, and runs the lock table's clock. Start() returns
+// once the server accepts calls; Shutdown() drains it (health NOT_SERVING,
+// waiters told to retry, in-flight calls finish within the grace period),
+// flushes the index and removes the socket.
+//
+// With `metrics_textfile` set, the Prometheus text exposition is written
+// there atomically every `metrics_interval` and on Reload(). While systemd's
+// watchdog is on (WATCHDOG_USEC), the tick thread pings it, so a wedged lock
+// table gets the daemon restarted.
 //
 // Addresses are "unix:/abs/path" (created 0660, group `socket_group` when that
 // group exists) or a loopback "127.0.0.1:PORT" / "localhost:PORT" /
@@ -23,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "proto/neffd/v1/neffd.pb.h"
 
 namespace neffd {
 
@@ -55,6 +61,10 @@ struct DaemonOptions {
   absl::Duration gc_interval = absl::Minutes(10);
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
+  std::string metrics_textfile;  // empty: none
+  absl::Duration metrics_interval = absl::Seconds(15);
+  // What GetConfig reports (main fills it from the flags and the registry).
+  v1::ConfigResponse config;
 };
 
 // FailedPrecondition naming the filesystem if `path` is on NFS or Lustre,
@@ -73,6 +83,9 @@ class Daemon {
   std::string Describe() const;
   // A line to log once if the index had to be rebuilt, else empty.
   std::string IndexRecoveryNote() const;
+
+  // SIGHUP: writes the metrics file now (re-creating it if it was removed).
+  void Reload();
 
   void Shutdown();
 

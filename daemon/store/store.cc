@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/log/log.h"
 #include "daemon/store/digest.h"
 #include "daemon/store/file_util.h"
 #include "google/protobuf/util/json_util.h"
@@ -367,6 +368,10 @@ absl::StatusOr<std::string> Store::Quarantine(const EntryKey& id,
   }
   (void)WriteFileAtomically(target, "reason", absl::StrCat(reason, "\n"),
                             options_.host_id);
+  ++quarantined_;
+  log::Warning(
+      "entry_quarantined",
+      {{"entry", id.Canonical()}, {"reason", reason}, {"moved_to", target}});
   return target;
 }
 

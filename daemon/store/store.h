@@ -117,6 +117,8 @@ class Store {
   // Metadata operations (open, stat, rename, mkdir, unlink, fsync of a
   // directory) this process has made on the store so far.
   uint64_t metadata_ops() const { return metadata_ops_; }
+  // Entries this process moved to quarantine/ (damage found).
+  uint64_t quarantined() const { return quarantined_; }
   Namespace ns() const { return options_.ns; }
   std::string EntryDir(const EntryKey& id) const;
   std::string ArtifactPath(const EntryKey& id) const;
@@ -192,6 +194,7 @@ class Store {
 
   StoreOptions options_;
   mutable std::atomic<uint64_t> metadata_ops_{0};
+  mutable std::atomic<uint64_t> quarantined_{0};
 };
 
 }  // namespace neffd

@@ -1,0 +1,206 @@
+// CacheAdminService's queries and switches: ListEntries, ShowEntry, GetLocks,
+// Drain, Undrain, GetConfig, ResetStats.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/log/log.h"
+#include "daemon/service/admin_service.h"
+#include "daemon/service/grpc_status.h"
+
+namespace neffd {
+namespace {
+
+v1::LeaseInfo ToLeaseInfo(const LockTable::LeaseView& view, absl::Time now) {
+  v1::LeaseInfo info;
+  *info.mutable_id() = view.id.ToProto();
+  info.mutable_holder()->set_host(view.holder.host);
+  info.mutable_holder()->set_pid(view.holder.pid);
+  info.mutable_holder()->set_rank(view.holder.rank);
+  info.set_age_ms(absl::ToInt64Milliseconds(now - view.granted));
+  info.set_expires_in_ms(absl::ToInt64Milliseconds(view.expires - now));
+  info.set_waiters(static_cast<uint32_t>(view.waiters));
+  info.set_publishing(view.publishing);
+  return info;
+}
+
+void SortAndLimit(v1::ListEntriesRequest::SortBy sort_by, uint32_t limit,
+                  v1::ListEntriesResponse* response) {
+  auto* entries = response->mutable_entries();
+  std::stable_sort(
+      entries->begin(), entries->end(),
+      [sort_by](const v1::EntryInfo& a, const v1::EntryInfo& b) {
+        switch (sort_by) {
+          case v1::ListEntriesRequest::SIZE:
+            return a.entry().size() > b.entry().size();
+          case v1::ListEntriesRequest::LAST_ACCESS:
+            return a.last_access_unix_ms() > b.last_access_unix_ms();
+          default:
+            return std::tie(a.id().namespace_(), a.id().compiler_version(),
+                            a.id().key()) < std::tie(b.id().namespace_(),
+                                                     b.id().compiler_version(),
+                                                     b.id().key());
+        }
+      });
+  response->set_total(entries->size());
+  if (limit > 0 && static_cast<uint32_t>(entries->size()) > limit) {
+    entries->DeleteSubrange(limit, entries->size() - limit);
+  }
+}
+
+}  // namespace
+
+std::map<std::string, v1::LeaseInfo> CacheAdminService::LeasesByKey() const {
+  std::map<std::string, v1::LeaseInfo> out;
+  const absl::Time now = absl::Now();
+  for (const LockTable::LeaseView& view : options_.locks->Leases()) {
+    out[view.id.Canonical()] = ToLeaseInfo(view, now);
+  }
+  return out;
+}
+
+grpc::Status CacheAdminService::ListEntries(
+    grpc::ServerContext*, const v1::ListEntriesRequest* request,
+    v1::ListEntriesResponse* response) {
+  std::optional<Namespace> only;
+  if (!request->namespace_().empty()) {
+    absl::StatusOr<Namespace> ns =
+        ParseNamespaceField("namespace", request->namespace_());
+    if (!ns.ok()) return ToGrpcStatus(ns.status());
+    only = *ns;
+  }
+  const std::string& version = request->compiler_version();
+  if (!version.empty()) {
+    if (absl::Status s = ValidateToken("compiler_version", version); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
+  }
+  const std::map<std::string, v1::LeaseInfo> leases = LeasesByKey();
+  auto wanted = [&](const EntryKey& id) {
+    return (!only.has_value() || id.ns() == *only) &&
+           (version.empty() || id.compiler_version() == version) &&
+           (!request->locked() || leases.count(id.Canonical()) > 0);
+  };
+  auto add = [&](const EntryKey& id) -> v1::EntryInfo* {
+    v1::EntryInfo* info = response->add_entries();
+    *info->mutable_id() = id.ToProto();
+    auto lease = leases.find(id.Canonical());
+    if (lease != leases.end()) {
+      info->set_locked(true);
+      *info->mutable_lease() = lease->second;
+    }
+    return info;
+  };
+  if (request->failed()) {
+    for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
+      if (only.has_value() && ns != *only) continue;
+      const Store& store = catalog_->StoreFor(ns);
+      absl::Status listed = store.ForEachEntry([&](const EntryKey& id) {
+        if (!wanted(id)) return true;
+        if (std::optional<v1::Failure> failure = store.FindFailure(id)) {
+          *add(id)->mutable_failure() = *std::move(failure);
+        }
+        return true;
+      });
+      if (!listed.ok()) return ToGrpcStatus(listed);
+    }
+  } else {
+    catalog_->index().ForEach(
+        [&](const EntryKey& id, const v1::IndexRecord& record) {
+          if (!wanted(id)) return true;
+          v1::EntryInfo* info = add(id);
+          info->set_cached(true);
+          *info->mutable_entry() = record.entry();
+          const absl::Time served = catalog_->LastServed(id);
+          info->set_last_access_unix_ms(
+              served == absl::InfinitePast() ? 0 : absl::ToUnixMillis(served));
+          return true;
+        });
+  }
+  SortAndLimit(request->sort_by(), request->limit(), response);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheAdminService::ShowEntry(grpc::ServerContext*,
+                                          const v1::ShowEntryRequest* request,
+                                          v1::EntryInfo* response) {
+  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  *response->mutable_id() = id->ToProto();
+  absl::StatusOr<std::optional<v1::Entry>> entry = catalog_->Find(*id);
+  if (!entry.ok()) return ToGrpcStatus(entry.status());
+  if (entry->has_value()) {
+    response->set_cached(true);
+    *response->mutable_entry() = **entry;
+    const absl::Time served = catalog_->LastServed(*id);
+    if (served != absl::InfinitePast()) {
+      response->set_last_access_unix_ms(absl::ToUnixMillis(served));
+    }
+  } else if (std::optional<v1::Failure> failure =
+                 catalog_->StoreFor(*id).FindFailure(*id)) {
+    *response->mutable_failure() = *std::move(failure);
+  }
+  const std::map<std::string, v1::LeaseInfo> leases = LeasesByKey();
+  auto lease = leases.find(id->Canonical());
+  if (lease != leases.end()) {
+    response->set_locked(true);
+    *response->mutable_lease() = lease->second;
+  }
+  if (!response->cached() && !response->has_failure() && !response->locked()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no entry ", id->Canonical()));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheAdminService::GetLocks(grpc::ServerContext*,
+                                         const v1::GetLocksRequest*,
+                                         v1::LocksResponse* response) {
+  for (auto& [key, info] : LeasesByKey()) *response->add_leases() = info;
+  response->set_waiters(options_.locks->counts().waiters);
+  response->set_draining(options_.locks->draining());
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheAdminService::SetDraining(bool draining,
+                                            v1::DrainResponse* response) {
+  options_.set_draining(draining);
+  const LockTable::Counts counts = options_.locks->counts();
+  response->set_draining(options_.locks->draining());
+  response->set_leases_held(counts.leases_held);
+  response->set_waiters(counts.waiters);
+  log::Warning(draining ? "drain" : "undrain",
+               {{"leases_held", counts.leases_held}});
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheAdminService::Drain(grpc::ServerContext*,
+                                      const v1::DrainRequest*,
+                                      v1::DrainResponse* response) {
+  return SetDraining(true, response);
+}
+
+grpc::Status CacheAdminService::Undrain(grpc::ServerContext*,
+                                        const v1::DrainRequest*,
+                                        v1::DrainResponse* response) {
+  return SetDraining(false, response);
+}
+
+grpc::Status CacheAdminService::GetConfig(grpc::ServerContext*,
+                                          const v1::GetConfigRequest*,
+                                          v1::ConfigResponse* response) {
+  *response = options_.config;
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheAdminService::ResetStats(grpc::ServerContext*,
+                                           const v1::ResetStatsRequest*,
+                                           v1::Stats* response) {
+  const v1::Stats cumulative = options_.cumulative_stats();
+  *response = options_.telemetry->SinceReset(cumulative);
+  options_.telemetry->Reset(cumulative);
+  log::Info("stats_reset");
+  return grpc::Status::OK;
+}
+
+}  // namespace neffd

@@ -1,0 +1,263 @@
+// Operating a real neffd: every neffctl command (text and --json), bad
+// arguments (exit 2, one line), drain/undrain as the health service and Lock
+// see it, the Prometheus textfile (checked by promtool), journald-style log
+// lines, SIGHUP and SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/harness/process.h"
+
+namespace neffd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using grpc::health::v1::HealthCheckResponse;
+
+bool WaitFor(const std::function<bool()>& done) {
+  for (int i = 0; i < 100; ++i) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
+}
+
+class OpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = NewTempDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    metrics_ = root_ + "/neffd.prom";
+    daemon_ = std::make_unique<DaemonProcess>(
+        root_,
+        std::vector<std::string>{"--metrics_textfile=" + metrics_,
+                                 "--metrics_interval=1", "--v=2",
+                                 "--env_file=" + root_ + "/neffd.env"},
+        std::vector<std::string>{"JOURNAL_STREAM=8:1234"});
+    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
+  }
+
+  CommandResult Ctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {Runfile("client/neffctl"),
+                                     "--address=" + daemon_->address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  void Put(const std::string& key, const std::string& content) {
+    WriteFile(root_ + "/in.neff", content);
+    CommandResult put = Ctl(
+        {"--compiler_version=2.19.1", "put", "neff", key, root_ + "/in.neff"});
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+  }
+
+  HealthCheckResponse::ServingStatus Health() {
+    auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+        daemon_->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    HealthCheckResponse response;
+    EXPECT_TRUE(stub->Check(&context, request, &response).ok());
+    return response.status();
+  }
+
+  std::string root_, metrics_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(OpsTest, EveryCommandAnswersInTextAndJson) {
+  Put("aaa111", std::string(3000, 'a'));
+  Put("bbb222", std::string(10, 'b'));
+  ASSERT_EQ(
+      Ctl({"--compiler_version=2.19.1", "lookup", "neff", "aaa111"}).exit_code,
+      0);
+
+  CommandResult stats = Ctl({"stats"});
+  EXPECT_EQ(stats.exit_code, 0) << stats.err;
+  for (const char* line :
+       {"Lookups", "hits", "Compiles saved", "wait p50 / p99", "2.19.1"}) {
+    EXPECT_TRUE(absl::StrContains(stats.out, line)) << line << "\n"
+                                                    << stats.out;
+  }
+  CommandResult json = Ctl({"--json", "stats"});
+  EXPECT_TRUE(absl::StrContains(json.out, "\"compiles_saved\":\"1\""))
+      << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"compiler_version\":\"2.19.1\""));
+
+  CommandResult zero = Ctl({"stats", "-z"});
+  EXPECT_EQ(zero.exit_code, 0) << zero.err;
+  EXPECT_TRUE(absl::StrContains(zero.out, "zeroed"));
+  json = Ctl({"--json", "stats"});
+  EXPECT_TRUE(absl::StrContains(json.out, "\"hits\":\"0\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"entries\":\"2\"")) << json.out;
+
+  CommandResult ls = Ctl({"ls", "--sort=size"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_LT(ls.out.find("aaa111"), ls.out.find("bbb222")) << ls.out;
+  EXPECT_TRUE(absl::StrContains(ls.out, "2.9 KiB")) << ls.out;
+  EXPECT_TRUE(absl::StrContains(ls.out, "2 of 2 entries")) << ls.out;
+  ls = Ctl({"--json", "ls", "--limit=1", "--sort", "key"});
+  EXPECT_TRUE(absl::StrContains(ls.out, "aaa111")) << ls.out;
+  EXPECT_FALSE(absl::StrContains(ls.out, "bbb222")) << ls.out;
+  EXPECT_EQ(Ctl({"ls", "--locked"}).out,
+            "NAMESPACE  COMPILER  KEY  SIZE  "
+            "LAST ACCESS  LOCKED\n0 of 0 "
+            "entries\n");
+
+  CommandResult show =
+      Ctl({"--compiler-version=2.19.1", "show", "neff", "aaa111"});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_TRUE(absl::StrContains(show.out, "sha256")) << show.out;
+  EXPECT_EQ(
+      Ctl({"--compiler-version=2.19.1", "show", "neff", "nope"}).exit_code, 1);
+
+  CommandResult locks = Ctl({"locks"});
+  EXPECT_EQ(locks.exit_code, 0) << locks.err;
+  EXPECT_TRUE(absl::StrContains(locks.out, "0 leases held")) << locks.out;
+
+  CommandResult config = Ctl({"config"});
+  EXPECT_EQ(config.exit_code, 0) << config.err;
+  EXPECT_TRUE(absl::StrContains(config.out, "metrics_textfile")) << config.out;
+  EXPECT_TRUE(absl::StrContains(config.out, "TORCH_NEURONX_LOG_LEVEL"));
+  EXPECT_TRUE(
+      absl::StrContains(Ctl({"--json", "config"}).out, "\"origin\":\"flag\""));
+
+  CommandResult health = Ctl({"health"});
+  EXPECT_EQ(health.exit_code, 0);
+  EXPECT_EQ(health.out, "SERVING\n");
+}
+
+TEST_F(OpsTest, BadArgumentsExitTwoWithOneLine) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--bogus", "stats"},
+      {"--json=maybe", "stats"},
+      {"ls", "--sort=age"},
+      {"ls", "--limit=lots"},
+      {"ls", "--namespace=xla"},
+      {"ls", "--compiler_version=../x"},
+      {"stats", "extra"},
+      {"show", "neff", "k"},
+      {"--compiler_version=1", "show", "neff", "../etc"},
+      {"health", "--service=nope"},
+      {"locks", "x"},
+      {"drain", "now"},
+      {"frobnicate"},
+      {},
+  };
+  for (const auto& args : bad) {
+    CommandResult r = Ctl(args);
+    EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ") << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1)
+        << absl::StrJoin(args, " ") << ": " << r.err;
+  }
+}
+
+TEST_F(OpsTest, DrainStopsNewLeasesAndHealthSaysNotServing) {
+  EXPECT_EQ(Health(), HealthCheckResponse::SERVING);
+  CommandResult drain = Ctl({"drain"});
+  EXPECT_EQ(drain.exit_code, 0) << drain.err;
+  EXPECT_EQ(Health(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(Ctl({"health"}).exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(Ctl({"locks"}).out, "DRAINING"));
+
+  // No new lease while draining; lookups still work.
+  auto stub = daemon_->NewStub();
+  v1::LockRequest lock;
+  lock.mutable_id()->set_namespace_("neff");
+  lock.mutable_id()->set_compiler_version("2.19.1");
+  lock.mutable_id()->set_key("k1");
+  lock.set_wait(true);
+  {
+    grpc::ClientContext context;
+    v1::LockResponse response;
+    grpc::Status status = stub->Lock(&context, lock, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "draining"));
+  }
+  EXPECT_EQ(
+      Ctl({"--compiler_version=2.19.1", "lookup", "neff", "k1"}).exit_code, 1);
+
+  EXPECT_EQ(Ctl({"undrain"}).exit_code, 0);
+  EXPECT_EQ(Health(), HealthCheckResponse::SERVING);
+  grpc::ClientContext context;
+  v1::LockResponse response;
+  ASSERT_TRUE(stub->Lock(&context, lock, &response).ok());
+  EXPECT_EQ(response.outcome(), v1::LockResponse::GRANTED);
+}
+
+TEST_F(OpsTest, MetricsTextfilePassesPromtool) {
+  Put("ccc333", "content");
+  ASSERT_EQ(
+      Ctl({"--compiler_version=2.19.1", "lookup", "neff", "ccc333"}).exit_code,
+      0);
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(ReadFile(metrics_),
+                             "neffd_lookups_total{namespace=\"neff\","
+                             "result=\"hit\"} 1");
+  })) << ReadFile(metrics_);
+  const std::string text = ReadFile(metrics_);
+  for (const char* name :
+       {"neffd_lock_wait_seconds_bucket{le=\"+Inf\"} 1",
+        "neffd_compiles_saved_total 1",
+        "neffd_publish_bytes_total{namespace=\"neff\"} 7",
+        "neffd_store_entries{namespace=\"neff\",compiler_version=\"2.19.1\"} 1",
+        "neffd_quarantined_total 0", "neffd_leases_held 0"}) {
+    EXPECT_TRUE(absl::StrContains(text, name)) << name << "\n" << text;
+  }
+  CommandResult check =
+      RunCommand({"/bin/sh", "-c", "promtool check metrics < " + metrics_});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+
+  // SIGHUP writes it again at once, even after it was removed.
+  fs::remove(metrics_);
+  daemon_->Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor([&] { return fs::exists(metrics_); }));
+}
+
+TEST_F(OpsTest, JournalPrioritiesSighupLevelAndCleanSigterm) {
+  Put("ddd444", "x");
+  // Under JOURNAL_STREAM every line starts with a syslog priority.
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(daemon_->process().Stderr(), "event=published");
+  }));
+  // SIGHUP re-reads the env file's log level (--v is not given here).
+  DaemonProcess quiet(root_ + "/q", {"--env_file=" + root_ + "/neffd.env"},
+                      {"JOURNAL_STREAM=8:1234"});
+  ASSERT_TRUE(quiet.Start()) << quiet.process().Stderr();
+  WriteFile(root_ + "/neffd.env", "# neffd\nTORCH_NEURONX_LOG_LEVEL=2\n");
+  quiet.Signal(SIGHUP);
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(quiet.process().Stderr(), "event=reloaded v=2");
+  })) << quiet.process().Stderr();
+  quiet.Signal(SIGTERM);
+  EXPECT_EQ(quiet.Wait(), 0);
+
+  daemon_->Signal(SIGTERM);
+  EXPECT_EQ(daemon_->Wait(), 0);
+  const std::string err = daemon_->process().Stderr();
+  EXPECT_TRUE(absl::StrContains(err, "<6>level=info event=started")) << err;
+  EXPECT_TRUE(absl::StrContains(err, "<4>level=warning event=draining"));
+  EXPECT_TRUE(absl::StrContains(err, "<4>level=warning event=stopped"));
+  for (absl::string_view line : absl::StrSplit(err, '\n', absl::SkipEmpty())) {
+    EXPECT_EQ(line[0], '<') << line;
+  }
+  // A restarted daemon serves the entry at once from its index.
+  ASSERT_TRUE(daemon_->Start());
+  CommandResult lookup =
+      Ctl({"--compiler_version=2.19.1", "lookup", "neff", "ddd444"});
+  EXPECT_EQ(lookup.exit_code, 0) << lookup.err;
+}
+
+}  // namespace
+}  // namespace neffd::testing
