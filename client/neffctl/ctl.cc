@@ -89,6 +89,12 @@ std::string HumanDuration(absl::Duration d) {
   return absl::StrFormat("%dd%02dh", s / 86400, s % 86400 / 3600);
 }
 
+std::string RetryAfter(const v1::Failure& failure) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                          absl::FromUnixMillis(failure.retry_after_unix_ms()),
+                          absl::UTCTimeZone());
+}
+
 std::string Ago(int64_t unix_ms) {
   if (unix_ms <= 0) return "never";
   return HumanDuration(absl::Now() - absl::FromUnixMillis(unix_ms)) + " ago";

@@ -44,6 +44,8 @@ google::protobuf::Value Num(double n);
 std::string HumanBytes(uint64_t bytes);
 // "850ms", "42s", "3m12s", "5h03m", "2d04h".
 std::string HumanDuration(absl::Duration d);
+// When a recorded failure may be retried, as a UTC date and time.
+std::string RetryAfter(const v1::Failure& failure);
 // "3m ago", or "never" for 0.
 std::string Ago(int64_t unix_ms);
 

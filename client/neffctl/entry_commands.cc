@@ -13,12 +13,6 @@
 namespace neffd::ctl {
 namespace {
 
-std::string RetryAfter(const v1::Failure& failure) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
-                          absl::FromUnixMillis(failure.retry_after_unix_ms()),
-                          absl::UTCTimeZone());
-}
-
 void PrintFailure(const v1::Failure& failure) {
   std::printf("FAILED (recorded compile failure; retry after %s)\n%s\n",
               RetryAfter(failure).c_str(), failure.log().c_str());

@@ -21,12 +21,6 @@ std::string IdText(const v1::EntryId& id) {
                       id.key());
 }
 
-std::string RetryAfter(const v1::Failure& failure) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
-                          absl::FromUnixMillis(failure.retry_after_unix_ms()),
-                          absl::UTCTimeZone());
-}
-
 }  // namespace
 
 int Ctl::List(const v1::ListEntriesRequest& request) {
