@@ -41,6 +41,8 @@ void PrintStats(const v1::Stats& s, const std::string& address) {
           {"Leases revoked", n(s.leases_revoked()), ""},
           {"Quarantined", n(s.quarantined()), ""},
           {"Store metadata ops", n(s.store_metadata_ops()), ""},
+          {"Local tier", HumanBytes(s.local_tier_bytes()),
+           absl::StrCat(HumanBytes(s.local_tier_filled_bytes()), " filled")},
           {"Cache", absl::StrCat(s.entries(), " entries"),
            HumanBytes(s.bytes())},
       },
