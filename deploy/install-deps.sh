@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev
   clang-format faketime
+  systemd prometheus python3-grpcio python3-grpc-tools
 )
 
 missing=()

@@ -3,6 +3,9 @@
 // see it, the Prometheus textfile (checked by promtool), journald-style log
 // lines, SIGHUP and SIGTERM.
 #include <signal.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -257,6 +260,70 @@ TEST_F(OpsTest, JournalPrioritiesSighupLevelAndCleanSigterm) {
   CommandResult lookup =
       Ctl({"--compiler_version=2.19.1", "lookup", "neff", "ddd444"});
   EXPECT_EQ(lookup.exit_code, 0) << lookup.err;
+}
+
+// A datagram socket standing in for systemd's NOTIFY_SOCKET.
+class NotifySocket {
+ public:
+  NotifySocket() {
+    name_ = absl::StrCat("neffd-notify-", getpid());
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    name_.copy(addr.sun_path + 1, sizeof(addr.sun_path) - 2);  // abstract
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr),
+                   offsetof(sockaddr_un, sun_path) + 1 + name_.size()),
+              0);
+    timeval timeout{5, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  }
+  ~NotifySocket() { close(fd_); }
+  std::string env() const { return "NOTIFY_SOCKET=@" + name_; }
+  // The next message containing `word`, or "" after 5 s of silence.
+  std::string Await(absl::string_view word) {
+    char buf[512];
+    for (;;) {
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) return "";
+      std::string message(buf, n);
+      if (absl::StrContains(message, word)) return message;
+    }
+  }
+
+ private:
+  std::string name_;
+  int fd_;
+};
+
+TEST(SystemdTest, NotifiesReadyWatchdogAndStopping) {
+  const std::string root = NewTempDir("notify");
+  NotifySocket notify;
+  DaemonProcess daemon(root, {}, {notify.env(), "WATCHDOG_USEC=400000"});
+  ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
+  EXPECT_TRUE(absl::StrContains(notify.Await("READY=1"), "READY=1"));
+  EXPECT_EQ(notify.Await("WATCHDOG=1"), "WATCHDOG=1");
+  EXPECT_EQ(notify.Await("WATCHDOG=1"), "WATCHDOG=1");
+  daemon.Signal(SIGTERM);
+  EXPECT_TRUE(absl::StrContains(notify.Await("STOPPING=1"), "STOPPING=1"));
+  EXPECT_EQ(daemon.Wait(), 0);
+}
+
+TEST_F(OpsTest, EnvFileDocumentsEveryVariableTheDaemonReads) {
+  const std::string env_file = ReadFile(Runfile("deploy/neffd.env"));
+  CommandResult config = Ctl({"--json", "config"});
+  ASSERT_EQ(config.exit_code, 0) << config.err;
+  int variables = 0;
+  for (absl::string_view part : absl::StrSplit(config.out, "\"name\":\"")) {
+    if (!absl::StartsWith(part, "TORCH_NEURONX_") &&
+        !absl::StartsWith(part, "NEFFD_") &&
+        !absl::StartsWith(part, "JOURNAL_")) {
+      continue;
+    }
+    const std::string name(part.substr(0, part.find('"')));
+    ++variables;
+    EXPECT_TRUE(absl::StrContains(env_file, name)) << name;
+  }
+  EXPECT_GE(variables, 6);
 }
 
 }  // namespace
