@@ -1,6 +1,7 @@
 #include "daemon/service/telemetry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +35,13 @@ std::string Escape(absl::string_view value) {
   return out;
 }
 
-std::string Number(double v) { return absl::StrFormat("%.17g", v); }
+// Integers exactly, fractions to 9 significant digits.
+std::string Number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    return absl::StrFormat("%.0f", v);
+  }
+  return absl::StrFormat("%.9g", v);
+}
 
 // Accumulates a text exposition, one HELP/TYPE header per family.
 class Exposition {
