@@ -199,6 +199,70 @@ TEST_F(OpsTest, DrainStopsNewLeasesAndHealthSaysNotServing) {
   EXPECT_EQ(response.outcome(), v1::LockResponse::GRANTED);
 }
 
+TEST_F(OpsTest, HealthWatchStreamsEveryChange) {
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      daemon_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  auto watch = stub->Watch(&context, request);
+  HealthCheckResponse status;
+  ASSERT_TRUE(watch->Read(&status));
+  EXPECT_EQ(status.status(), HealthCheckResponse::SERVING);
+  ASSERT_EQ(Ctl({"drain"}).exit_code, 0);
+  ASSERT_TRUE(watch->Read(&status));
+  EXPECT_EQ(status.status(), HealthCheckResponse::NOT_SERVING);
+  ASSERT_EQ(Ctl({"undrain"}).exit_code, 0);
+  ASSERT_TRUE(watch->Read(&status));
+  EXPECT_EQ(status.status(), HealthCheckResponse::SERVING);
+  // SIGTERM ends the stream with a last NOT_SERVING.
+  daemon_->Signal(SIGTERM);
+  ASSERT_TRUE(watch->Read(&status));
+  EXPECT_EQ(status.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(watch->Read(&status));
+  EXPECT_EQ(daemon_->Wait(), 0);
+}
+
+TEST_F(OpsTest, FailedAndLockedEntriesAreListed) {
+  auto stub = daemon_->NewStub();
+  v1::LockRequest lock;
+  lock.mutable_id()->set_namespace_("neff");
+  lock.mutable_id()->set_compiler_version("2.19.1");
+  lock.mutable_id()->set_key("broken");
+  lock.mutable_holder()->set_host("elsewhere");
+  lock.mutable_holder()->set_pid(77);
+  lock.mutable_holder()->set_rank(5);
+  v1::LockResponse granted;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->Lock(&context, lock, &granted).ok());
+    ASSERT_EQ(granted.outcome(), v1::LockResponse::GRANTED);
+  }
+  CommandResult locks = Ctl({"locks"});
+  EXPECT_TRUE(absl::StrContains(locks.out, "neff/2.19.1/broken")) << locks.out;
+  EXPECT_TRUE(absl::StrContains(locks.out, "elsewhere pid 77 rank 5"));
+  EXPECT_TRUE(
+      absl::StrContains(Ctl({"--json", "locks"}).out, "\"rank\":\"5\""));
+
+  v1::UnlockRequest unlock;
+  unlock.set_lease_id(granted.lease().lease_id());
+  *unlock.mutable_id() = lock.id();
+  unlock.set_outcome(v1::UnlockRequest::FAILED);
+  unlock.set_log("error: unsupported op");
+  grpc::ClientContext context;
+  v1::UnlockResponse unlocked;
+  ASSERT_TRUE(stub->Unlock(&context, unlock, &unlocked).ok());
+  CommandResult failed = Ctl({"ls", "--failed"});
+  EXPECT_EQ(failed.exit_code, 0) << failed.err;
+  EXPECT_TRUE(absl::StrContains(failed.out, "broken")) << failed.out;
+  EXPECT_TRUE(absl::StrContains(failed.out, "error: unsupported op"));
+  EXPECT_TRUE(absl::StrContains(failed.out, "1 of 1 recorded failures"));
+  CommandResult show =
+      Ctl({"--compiler_version=2.19.1", "show", "neff", "broken"});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_TRUE(absl::StrContains(show.out, "recorded compile failure"))
+      << show.out;
+}
+
 TEST_F(OpsTest, MetricsTextfilePassesPromtool) {
   Put("ccc333", "content");
   ASSERT_EQ(
