@@ -119,6 +119,25 @@ TEST(GrpcurlDocsTest, EveryDocumentedCommandGivesTheAnswerShown) {
                   "--compiler_version=2.19.8089.0", "put", "neff",
                   "3f9c2a7be41d05c8", root + "/model.neff"});
   ASSERT_EQ(put.exit_code, 0) << put.err;
+  // The recorded compile failure the doc's statistics count.
+  auto stub = daemon.NewStub();
+  v1::LockRequest lock;
+  lock.mutable_id()->set_namespace_("neff");
+  lock.mutable_id()->set_compiler_version("2.19.8089.0");
+  lock.mutable_id()->set_key("c0ffee12");
+  v1::LockResponse granted;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->Lock(&context, lock, &granted).ok());
+  }
+  v1::UnlockRequest unlock;
+  unlock.set_lease_id(granted.lease().lease_id());
+  *unlock.mutable_id() = lock.id();
+  unlock.set_outcome(v1::UnlockRequest::FAILED);
+  unlock.set_log("neuronx-cc: error: Unsupported operator");
+  v1::UnlockResponse unlocked;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub->Unlock(&context, unlock, &unlocked).ok());
 
   for (const Example& example : examples) {
     std::vector<std::string> argv = {"/usr/bin/python3",
