@@ -10,12 +10,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "daemon/store/digest.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -168,6 +170,18 @@ TEST_F(OpsTest, BadArgumentsExitTwoWithOneLine) {
 
 TEST_F(OpsTest, DrainStopsNewLeasesAndHealthSaysNotServing) {
   EXPECT_EQ(Health(), HealthCheckResponse::SERVING);
+  // A lease out before the drain may still publish during it.
+  auto held = daemon_->NewStub();
+  v1::LockRequest before;
+  before.mutable_id()->set_namespace_("hlo");
+  before.mutable_id()->set_compiler_version("2.19.1");
+  before.mutable_id()->set_key("inflight");
+  v1::LockResponse lease;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(held->Lock(&context, before, &lease).ok());
+    ASSERT_EQ(lease.outcome(), v1::LockResponse::GRANTED);
+  }
   CommandResult drain = Ctl({"drain"});
   EXPECT_EQ(drain.exit_code, 0) << drain.err;
   EXPECT_EQ(Health(), HealthCheckResponse::NOT_SERVING);
@@ -197,6 +211,35 @@ TEST_F(OpsTest, DrainStopsNewLeasesAndHealthSaysNotServing) {
   v1::LockResponse response;
   ASSERT_TRUE(stub->Lock(&context, lock, &response).ok());
   EXPECT_EQ(response.outcome(), v1::LockResponse::GRANTED);
+}
+
+TEST_F(OpsTest, SigtermTellsParkedWaitersToRetry) {
+  auto stub = daemon_->NewStub();
+  v1::LockRequest lock;
+  lock.mutable_id()->set_namespace_("neff");
+  lock.mutable_id()->set_compiler_version("2.19.1");
+  lock.mutable_id()->set_key("contended");
+  lock.set_wait(true);
+  v1::LockResponse first;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->Lock(&context, lock, &first).ok());
+    ASSERT_EQ(first.outcome(), v1::LockResponse::GRANTED);
+  }
+  grpc::Status waited;
+  std::thread waiter([&] {
+    grpc::ClientContext context;
+    v1::LockResponse response;
+    waited = stub->Lock(&context, lock, &response);
+  });
+  ASSERT_TRUE(WaitFor(
+      [&] { return absl::StrContains(Ctl({"locks"}).out, "1 waiters"); }));
+  daemon_->Signal(SIGTERM);
+  waiter.join();
+  EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(absl::StrContains(waited.error_message(), "retry"))
+      << waited.error_message();
+  EXPECT_EQ(daemon_->Wait(), 0);
 }
 
 TEST_F(OpsTest, HealthWatchStreamsEveryChange) {
