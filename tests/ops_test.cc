@@ -283,6 +283,9 @@ TEST_F(OpsTest, FailedAndLockedEntriesAreListed) {
   CommandResult locks = Ctl({"locks"});
   EXPECT_TRUE(absl::StrContains(locks.out, "neff/2.19.1/broken")) << locks.out;
   EXPECT_TRUE(absl::StrContains(locks.out, "elsewhere pid 77 rank 5"));
+  CommandResult locked = Ctl({"ls", "--locked"});
+  EXPECT_TRUE(absl::StrContains(locked.out, "broken")) << locked.out;
+  EXPECT_TRUE(absl::StrContains(locked.out, "elsewhere pid 77 rank 5"));
   EXPECT_TRUE(
       absl::StrContains(Ctl({"--json", "locks"}).out, "\"rank\":\"5\""));
 

@@ -104,6 +104,19 @@ grpc::Status CacheAdminService::ListEntries(
       });
       if (!listed.ok()) return ToGrpcStatus(listed);
     }
+  } else if (request->locked()) {
+    // Keys being compiled here need not be in the index yet.
+    for (const auto& [canonical, lease] : leases) {
+      absl::StatusOr<EntryKey> id = EntryKey::Parse(lease.id());
+      if (!id.ok() || !wanted(*id)) continue;
+      v1::EntryInfo* info = add(*id);
+      absl::StatusOr<std::optional<v1::IndexRecord>> record =
+          catalog_->index().Get(*id);
+      if (record.ok() && record->has_value()) {
+        info->set_cached(true);
+        *info->mutable_entry() = (*record)->entry();
+      }
+    }
   } else {
     catalog_->index().ForEach(
         [&](const EntryKey& id, const v1::IndexRecord& record) {
