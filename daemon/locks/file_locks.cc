@@ -160,7 +160,9 @@ class FileLocks : public ExternalLocks {
       // A fresh lease replaced the stale one between our look and our
       // rename: put it back (link fails safely if yet another appeared).
       Count(1);
-      (void)link(doomed.c_str(), path.c_str());
+      if (link(doomed.c_str(), path.c_str()) != 0) {
+        // yet another lease appeared meanwhile; it stands
+      }
       unlink(doomed.c_str());
       return false;
     }
