@@ -71,6 +71,16 @@ ABSL_FLAG(int, v, -1,
 ABSL_FLAG(std::string, env_file, "/etc/neffd/neffd.env",
           "re-read on SIGHUP for TORCH_NEURONX_LOG_LEVEL (systemd's "
           "EnvironmentFile)");
+ABSL_FLAG(std::string, max_entry_bytes, "8589934592",
+          "largest entry a client may publish, in bytes");
+ABSL_FLAG(std::string, max_inline_bytes, "16777216",
+          "largest entry a client may publish inline (hlo), in bytes");
+ABSL_FLAG(int64_t, max_leases_per_pid, 256,
+          "leases one client process may hold at once (0: no limit)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain; with --tls_key, serve TCP over TLS (needed "
+          "for a non-loopback --address)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 
 namespace {
 
@@ -257,6 +267,22 @@ int main(int argc, char** argv) {
                 "--gc_interval a positive number of seconds");
   }
   options.gc_interval = absl::Seconds(absl::GetFlag(FLAGS_gc_interval));
+  if (!absl::SimpleAtoi(absl::GetFlag(FLAGS_max_entry_bytes),
+                        &options.max_entry_bytes) ||
+      !absl::SimpleAtoi(absl::GetFlag(FLAGS_max_inline_bytes),
+                        &options.max_inline_bytes) ||
+      options.max_inline_bytes > (uint64_t{1} << 30) ||
+      absl::GetFlag(FLAGS_max_leases_per_pid) < 0 ||
+      absl::GetFlag(FLAGS_max_leases_per_pid) > (1 << 30)) {
+    return Fail(kExitBadConfig,
+                "--max_entry_bytes must be a number of bytes, "
+                "--max_inline_bytes at most 1073741824 and "
+                "--max_leases_per_pid a count >= 0");
+  }
+  options.max_leases_per_pid =
+      static_cast<int>(absl::GetFlag(FLAGS_max_leases_per_pid));
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.local_tier = absl::GetFlag(FLAGS_local_tier);
   if (!absl::SimpleAtoi(absl::GetFlag(FLAGS_local_tier_bytes),
                         &options.local_tier_bytes)) {

@@ -12,6 +12,7 @@ PACKAGES=(
   python3 python3-dev pybind11-dev
   clang-format faketime
   systemd prometheus python3-grpcio python3-grpc-tools
+  clang-14 libclang-rt-14-dev openssl
 )
 
 missing=()

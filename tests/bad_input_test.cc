@@ -14,21 +14,13 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
 namespace neffd::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-v1::EntryId Id(const std::string& ns, const std::string& version,
-               const std::string& key) {
-  v1::EntryId id;
-  id.set_namespace_(ns);
-  id.set_compiler_version(version);
-  id.set_key(key);
-  return id;
-}
 
 std::set<std::string> Tree(const std::string& dir) {
   std::set<std::string> paths;

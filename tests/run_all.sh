@@ -1,18 +1,44 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test, then prints
 # one line "N passed, N failed" counting test cases (from Bazel's test.xml).
+#
+# The line counts four runs (issue 9):
+#   1. bazel test //...                        (gcc, the plain build)
+#   2. bazel test --config=asan //...          (ASan + UBSan)
+#   3. bazel test --config=tsan $TSAN_TESTS    (ThreadSanitizer, the tests
+#      whose threads or processes race on purpose)
+#   4. tests/fuzz/run_fuzzers.sh               (libFuzzer, each target
+#      $NEFFD_FUZZ_SECONDS s, default 20; one case per target)
+#
+#   tests/run_all.sh          the CI run (< 30 min on 2 cores)
+#   tests/run_all.sh --long   the long variants: fault tests with
+#                             NEFFD_FAULTS_LONG=1 (20 kill iterations) and
+#                             60 s per fuzz target
+#   NEFFD_SANITIZERS=0 tests/run_all.sh   only run 1 (quick local check)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh || exit 1
 
-bazel build //... || { echo "0 passed, 1 failed"; exit 1; }
-bazel test //... --test_output=errors
-status=$?
+LONG=()
+if [ "${1:-}" = "--long" ]; then
+  LONG=(--test_env=NEFFD_FAULTS_LONG=1)
+  export NEFFD_FUZZ_LONG=1
+fi
+TSAN_TESTS=(
+  //daemon/locks:lock_table_test
+  //daemon/locks:file_locks_test
+  //allocator:segment_pool_threads_test
+  //client:cache_client_test
+  //tests:concurrent_put_test
+  //tests:lock_handoff_test
+)
 
-read -r passed failed < <(python3 - <<'PY'
-import glob, xml.etree.ElementTree as ET
+# Test cases in the test.xml files under $1: "passed failed".
+count() {
+  python3 - "$1" <<'PY'
+import glob, sys, xml.etree.ElementTree as ET
 passed = failed = 0
-for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True):
+for path in glob.glob(sys.argv[1] + "/**/test.xml", recursive=True):
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError:
@@ -25,8 +51,41 @@ for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True):
             passed += 1
 print(passed, failed)
 PY
-)
-# A target that failed without writing cases (crash, timeout) still counts.
-if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
-echo "${passed} passed, ${failed} failed"
-exit "$status"
+}
+
+total_passed=0
+total_failed=0
+overall=0
+# run_tests CONFIG TARGETS...: `bazel test` with --config=CONFIG (or none
+# for "plain"); adds its cases to the totals.
+run_tests() {
+  local config=()
+  [ "$1" = plain ] || config=(--config="$1")
+  shift
+  bazel test "${config[@]}" "${LONG[@]}" --test_output=errors "$@"
+  local status=$?
+  local logs
+  logs=$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)
+  read -r passed failed < <(count "$logs")
+  # A target that failed without writing cases (crash, timeout) still counts.
+  if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  echo "run_all: ${config[*]:-plain}: ${passed} passed, ${failed} failed"
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  [ "$status" -eq 0 ] || overall=1
+}
+
+bazel build //... || { echo "0 passed, 1 failed"; exit 1; }
+run_tests plain //...
+if [ "${NEFFD_SANITIZERS:-1}" != 0 ]; then
+  run_tests asan //...
+  run_tests tsan "${TSAN_TESTS[@]}"
+  fuzz_line=$(bash tests/fuzz/run_fuzzers.sh | tee /dev/stderr | tail -1)
+  read -r passed failed < <(echo "$fuzz_line" |
+    sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p')
+  total_passed=$((total_passed + ${passed:-0}))
+  total_failed=$((total_failed + ${failed:-1}))
+  [ "${failed:-1}" -eq 0 ] || overall=1
+fi
+echo "${total_passed} passed, ${total_failed} failed"
+exit "$overall"

@@ -21,6 +21,10 @@ absl::Status NotHeld(const std::string& lease_id) {
                    "' is not held (unknown, expired or revoked)"));
 }
 
+std::string HolderKey(const HolderInfo& holder) {
+  return absl::StrCat(holder.host, "/", holder.pid);
+}
+
 }  // namespace
 
 LockTable::LockTable(LockTableOptions options) : options_(std::move(options)) {}
@@ -51,6 +55,7 @@ bool LockTable::TryGrant(Slot& slot, const HolderInfo& holder,
   lease.expires = lease.refreshed + options_.lease_ttl;
   *lease_id = lease.lease_id;
   lease_to_slot_[lease.lease_id] = slot.id.Canonical();
+  ++leases_by_holder_[HolderKey(holder)];
   slot.lease = std::move(lease);
   ++counts_.grants;
   return true;
@@ -67,6 +72,10 @@ LockTable::WaiterId LockTable::Acquire(const EntryKey& id,
     LockEvent event;
     if (shutting_down_) {
       event.outcome = LockOutcome::kShutdown;
+    } else if (options_.max_leases_per_holder > 0 &&
+               leases_by_holder_[HolderKey(holder)] >=
+                   options_.max_leases_per_holder) {
+      event.outcome = LockOutcome::kTooMany;
     } else {
       Slot& slot = slots_.try_emplace(canonical, id).first->second;
       if (!slot.lease.has_value() && slot.waiters.empty() &&
@@ -210,6 +219,10 @@ absl::Status LockTable::Release(const std::string& lease_id, const EntryKey& id,
 
 void LockTable::EndLease(Slot& slot) {
   lease_to_slot_.erase(slot.lease->lease_id);
+  auto held = leases_by_holder_.find(HolderKey(slot.lease->holder));
+  if (held != leases_by_holder_.end() && --held->second <= 0) {
+    leases_by_holder_.erase(held);
+  }
   slot.lease.reset();  // drops the external locks
 }
 

@@ -15,6 +15,8 @@
 //   kFailed    the holder recorded a compile failure; the event carries it;
 //   kTimedOut  the waiter's deadline passed;
 //   kShutdown  the daemon is stopping or draining; retry later;
+// and Acquire answers kTooMany at once when the holder (host, pid) already
+// holds max_leases_per_holder leases.
 // unless Cancel() removed it first. A lease is revoked when its holder misses
 // its TTL or, if Liveness can observe the holder, as soon as the holder's
 // process is gone. A lease pinned by BeginPublish is never revoked.
@@ -68,7 +70,8 @@ enum class LockOutcome {
   kReady,
   kFailed,
   kTimedOut,
-  kShutdown
+  kShutdown,
+  kTooMany
 };
 
 struct LockEvent {
@@ -91,6 +94,9 @@ struct LockTableOptions {
   // Looks for a published entry for a key held elsewhere; called without the
   // table's mutex. Null: never.
   std::function<std::optional<v1::Entry>(const EntryKey&)> probe_entry;
+  // Leases one holder (host, pid) may hold at once; 0: no limit. The pid is
+  // what the client says, so this bounds a runaway client, not a hostile one.
+  int max_leases_per_holder = 0;
 };
 
 class LockTable {
@@ -223,6 +229,8 @@ class LockTable {
   absl::flat_hash_map<WaiterId, std::string> waiter_to_slot_
       ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
+  // Leases out per "host/pid".
+  absl::flat_hash_map<std::string, int> leases_by_holder_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace neffd

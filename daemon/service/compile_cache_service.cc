@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "daemon/log/log.h"
 #include "daemon/service/grpc_status.h"
+#include "daemon/service/request_validation.h"
 #include "daemon/store/digest.h"
 #include "daemon/store/file_util.h"
 
@@ -23,16 +24,6 @@ grpc::Status Invalid(absl::string_view message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(message));
 }
 
-absl::Status ValidateLeaseId(absl::string_view lease_id) {
-  if (lease_id.empty()) {
-    return absl::InvalidArgumentError("lease_id: is empty");
-  }
-  if (lease_id.size() > 64) {
-    return absl::InvalidArgumentError("lease_id: is longer than 64 bytes");
-  }
-  return absl::OkStatus();
-}
-
 // Opens a client-staged file for reading, refusing anything that is not a
 // regular file directly inside `staging_dir` with a single link: a symlink or
 // hard link there must not let a client publish (and so read) a file it
@@ -40,15 +31,7 @@ absl::Status ValidateLeaseId(absl::string_view lease_id) {
 absl::StatusOr<UniqueFd> OpenStagedFile(const std::string& staging_dir,
                                         const std::string& path,
                                         uint64_t size) {
-  size_t slash = path.rfind('/');
-  if (path.empty() || path[0] != '/' || slash == std::string::npos ||
-      path.substr(0, slash) != staging_dir) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "staged_path: '", absl::CHexEscape(path),
-        "' is not a file directly inside the staging directory ", staging_dir));
-  }
-  if (absl::Status s = ValidateToken("staged_path", path.substr(slash + 1));
-      !s.ok()) {
+  if (absl::Status s = ValidateStagedPath(staging_dir, path); !s.ok()) {
     return s;
   }
   UniqueFd fd(
@@ -193,13 +176,9 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
     grpc::CallbackServerContext* context, const v1::LockRequest* request,
     v1::LockResponse* response) {
   auto* reactor = new LockReactor(locks_);
-  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+  absl::StatusOr<EntryKey> id = ValidateLockRequest(*request, limits());
   if (!id.ok()) {
     reactor->Finish(ToGrpcStatus(id.status()));
-    return reactor;
-  }
-  if (request->holder().host().size() > 256) {
-    reactor->Finish(Invalid("holder.host: is longer than 256 bytes"));
     return reactor;
   }
   const absl::Time started = options_.now();
@@ -275,6 +254,11 @@ grpc::Status CompileCacheService::CompleteLock(const EntryKey& id,
     case LockOutcome::kBusy:
       response->set_outcome(v1::LockResponse::BUSY);
       return grpc::Status::OK;
+    case LockOutcome::kTooMany:
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "holder.pid: this process holds the most leases allowed "
+          "(--max_leases_per_pid); publish or unlock one first");
     case LockOutcome::kShutdown:
       break;
   }
@@ -298,38 +282,11 @@ grpc::Status CompileCacheService::KeepAlive(grpc::ServerContext*,
 grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
                                           const v1::PublishRequest* request,
                                           v1::PublishResponse* response) {
-  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+  absl::StatusOr<EntryKey> id =
+      ValidatePublishRequest(*request, limits(), options_.staging_dir);
   if (!id.ok()) return ToGrpcStatus(id.status());
-  if (absl::Status s = ValidateLeaseId(request->lease_id()); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  if (!IsSha256Hex(request->sha256())) {
-    return Invalid("sha256: must be 64 lowercase hex digits");
-  }
-  if (request->size() > options_.max_entry_bytes) {
-    return Invalid(absl::StrFormat("size: %d bytes is over the limit of %d",
-                                   request->size(), options_.max_entry_bytes));
-  }
   const bool inline_content =
       request->content_case() == v1::PublishRequest::kInlineBytes;
-  if (request->content_case() == v1::PublishRequest::CONTENT_NOT_SET) {
-    return Invalid("content: set staged_path or inline_bytes");
-  }
-  if (inline_content) {
-    if (request->inline_bytes().size() > options_.max_inline_bytes) {
-      return Invalid(absl::StrFormat(
-          "inline_bytes: %d bytes is over the inline limit of %d; stage a file",
-          request->inline_bytes().size(), options_.max_inline_bytes));
-    }
-    if (request->inline_bytes().size() != request->size()) {
-      return Invalid(absl::StrFormat(
-          "size: inline_bytes has %d bytes; the request says %d",
-          request->inline_bytes().size(), request->size()));
-    }
-  }
-  if (request->metadata_size() > 64) {
-    return Invalid("metadata: at most 64 entries");
-  }
 
   // The lease is checked (and pinned) before the staged file is touched, so
   // a client without the lease cannot make the daemon read or remove files.
@@ -387,11 +344,8 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
 grpc::Status CompileCacheService::Unlock(grpc::ServerContext*,
                                          const v1::UnlockRequest* request,
                                          v1::UnlockResponse*) {
-  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+  absl::StatusOr<EntryKey> id = ValidateUnlockRequest(*request, limits());
   if (!id.ok()) return ToGrpcStatus(id.status());
-  if (absl::Status s = ValidateLeaseId(request->lease_id()); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
   switch (request->outcome()) {
     case v1::UnlockRequest::ABANDONED:
       return ToGrpcStatus(locks_->Release(request->lease_id(), *id, nullptr));

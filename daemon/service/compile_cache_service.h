@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
+#include "daemon/service/request_validation.h"
 #include "daemon/service/telemetry.h"
 #include "daemon/store/store.h"
 #include "daemon/tier/local_tier.h"
@@ -97,6 +98,13 @@ class CompileCacheService final
   // Turns a LockTable event into the Lock response; may re-check the store.
   grpc::Status CompleteLock(const EntryKey& id, LockEvent event,
                             bool client_gone, v1::LockResponse* response);
+
+  RequestLimits limits() const {
+    RequestLimits limits;
+    limits.max_entry_bytes = options_.max_entry_bytes;
+    limits.max_inline_bytes = options_.max_inline_bytes;
+    return limits;
+  }
 
   const ServiceOptions options_;
   Catalog* const catalog_;

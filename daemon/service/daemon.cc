@@ -32,6 +32,7 @@
 #include "daemon/tier/local_tier.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/security/server_credentials.h"
 #include "systemd/sd-daemon.h"
 
 namespace neffd {
@@ -61,6 +62,37 @@ bool SocketIsLive(const std::string& path) {
   return live;
 }
 
+// TLS from the PEM files when both are given, else insecure (unix socket or
+// loopback only, checked by ValidateAddress).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(
+    const DaemonOptions& options) {
+  if (options.tls_cert.empty() && options.tls_key.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert.empty() || options.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key go together; give both or neither");
+  }
+  if (absl::StartsWith(options.address, "unix:")) {
+    return absl::InvalidArgumentError(
+        "--tls_cert/--tls_key serve TCP; --address is a unix socket");
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  for (auto [path, out] : {std::pair{&options.tls_cert, &pair.cert_chain},
+                           std::pair{&options.tls_key, &pair.private_key}}) {
+    absl::StatusOr<std::string> pem = ReadSmallFile(*path, 1 << 20);
+    if (!pem.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_cert/--tls_key: cannot read ", *path, ": ",
+                       pem.status().message()));
+    }
+    *out = *std::move(pem);
+  }
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  return grpc::SslServerCredentials(ssl);
+}
+
 }  // namespace
 
 absl::Status CheckLocalFilesystem(const std::string& path) {
@@ -88,7 +120,7 @@ absl::Status CheckLocalFilesystem(const std::string& path) {
                    "filesystem"));
 }
 
-absl::Status ValidateAddress(const std::string& address) {
+absl::Status ValidateAddress(const std::string& address, bool tls) {
   if (absl::StartsWith(address, "unix:")) {
     std::string path = UnixPath(address);
     if (path.empty() || path[0] != '/') {
@@ -112,13 +144,14 @@ absl::Status ValidateAddress(const std::string& address) {
   }
   std::string host = address.substr(0, colon);
   if (host == "localhost" || host == "[::1]" ||
-      absl::StartsWith(host, "127.")) {
+      absl::StartsWith(host, "127.") || (tls && !host.empty())) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--address ", address,
                    ": TCP is served only on loopback (127.0.0.1, localhost, "
-                   "[::1]); use a unix socket for anything else"));
+                   "[::1]) unless --tls_cert and --tls_key are given; use a "
+                   "unix socket for anything else"));
 }
 
 struct Daemon::Parts {
@@ -161,7 +194,13 @@ Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 Daemon::~Daemon() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
-  if (absl::Status s = ValidateAddress(options.address); !s.ok()) return s;
+  const bool tls = !options.tls_cert.empty() || !options.tls_key.empty();
+  if (absl::Status s = ValidateAddress(options.address, tls); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      CredentialsFor(options);
+  if (!credentials.ok()) return credentials.status();
   if (options.index_dir.empty())
     options.index_dir = options.local_dir + "/index";
   if (options.host_id.empty()) {
@@ -238,6 +277,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   lock_options.lease_ttl = options.lease_ttl;
   lock_options.poll_interval = options.poll_interval;
   lock_options.liveness = parts->liveness.get();
+  lock_options.max_leases_per_holder = options.max_leases_per_pid;
   lock_options.external_locks = parts->file_locks.get();
   lock_options.probe_entry =
       [catalog](const EntryKey& id) -> std::optional<v1::Entry> {
@@ -299,8 +339,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(options.address, *credentials, &port);
   builder.RegisterService(parts->service.get());
   builder.RegisterService(parts->admin.get());
   builder.RegisterService(&parts->health);

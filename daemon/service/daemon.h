@@ -65,14 +65,21 @@ struct DaemonOptions {
   absl::Duration metrics_interval = absl::Seconds(15);
   // What GetConfig reports (main fills it from the flags and the registry).
   v1::ConfigResponse config;
+  // Leases one client process (host, pid) may hold at once; 0: no limit.
+  int max_leases_per_pid = 256;
+  // PEM files; with both set, TCP is served with TLS (gRPC SSL credentials)
+  // and may listen on a non-loopback address.
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 // FailedPrecondition naming the filesystem if `path` is on NFS or Lustre,
 // whose lock semantics the local lock directory cannot rely on.
 absl::Status CheckLocalFilesystem(const std::string& path);
 
-// InvalidArgument unless `address` is a unix socket path or loopback TCP.
-absl::Status ValidateAddress(const std::string& address);
+// InvalidArgument unless `address` is a unix socket path, loopback TCP, or
+// (only with `tls`) any HOST:PORT.
+absl::Status ValidateAddress(const std::string& address, bool tls = false);
 
 class Daemon {
  public:

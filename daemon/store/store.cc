@@ -9,8 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "daemon/log/log.h"
 #include "daemon/store/digest.h"
+#include "daemon/store/done_record.h"
 #include "daemon/store/file_util.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace neffd {
 namespace {
@@ -131,13 +131,12 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
   v1::DoneRecord done;
   const bool legacy = done_text->empty();
   if (!legacy) {
-    google::protobuf::util::JsonParseOptions parse;
-    parse.ignore_unknown_fields = true;
-    if (!google::protobuf::util::JsonStringToMessage(*done_text, &done, parse)
-             .ok()) {
-      (void)Quarantine(id, "model.done is not valid JSON");
+    absl::StatusOr<v1::DoneRecord> parsed = ParseDoneRecord(*done_text);
+    if (!parsed.ok()) {
+      (void)Quarantine(id, parsed.status().message());
       return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
     }
+    done = *std::move(parsed);
     if (done.size() != static_cast<uint64_t>(before.st_size)) {
       (void)Quarantine(
           id, absl::StrFormat("artifact is %d bytes; model.done says %d",
@@ -277,13 +276,9 @@ absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey& id) {
 }
 
 absl::Status Store::WriteDone(const EntryKey& id, const v1::DoneRecord& done) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(done, &json, print).ok()) {
-    return absl::InternalError("serialising model.done");
-  }
-  return WriteFileAtomically(EntryDir(id), kDoneName, json, options_.host_id);
+  absl::StatusOr<std::string> json = DoneRecordToJson(done);
+  if (!json.ok()) return json.status();
+  return WriteFileAtomically(EntryDir(id), kDoneName, *json, options_.host_id);
 }
 
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey& id,

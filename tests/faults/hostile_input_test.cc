@@ -1,0 +1,336 @@
+// Hostile input over the wire: more than 10,000 requests to a real daemon,
+// a quarter of them random bytes sent as the protobuf of a method (through
+// grpc::GenericStub), the rest well-formed protobufs whose every field is at
+// an edge: empty, huge, NUL, "..", "/", absolute paths, symlinks, FIFOs and
+// hard links in the staging dir pointing outside the roots, a lease of
+// another client, zero, giant or lying sizes, wrong sha256. Each gets a
+// status with a message, nothing outside the cache roots is created, read
+// into the cache or changed, and the daemon stays healthy and correct.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/store/digest.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/faults/wire.h"
+#include "tests/harness/process.h"
+
+namespace neffd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kRandomByteRequests = 3000;
+constexpr int kFieldRequests = 8000;
+constexpr uint32_t kSeed = 20261202;
+
+// path -> content of every regular file under `dir` (symlinks as "->target").
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_symlink()) {
+      files[e.path()] = "->" + fs::read_symlink(e.path()).string();
+    } else if (e.is_regular_file()) {
+      files[e.path()] = ReadFile(e.path());
+    } else {
+      files[e.path()] = "<other>";
+    }
+  }
+  return files;
+}
+
+class HostileInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = NewTempDir("hostile");
+    outside_ = root_ + "/outside";
+    fs::create_directories(outside_);
+    WriteFile(outside_ + "/secret", "the secret that must stay put");
+    daemon_ = std::make_unique<DaemonProcess>(root_);
+    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
+    stub_ = daemon_->NewStub();
+    channel_ = grpc::CreateChannel(daemon_->address(),
+                                   grpc::InsecureChannelCredentials());
+  }
+
+  template <typename T>
+  T Pick(std::mt19937& rng, const std::vector<T>& from) {
+    return from[rng() % from.size()];
+  }
+
+  std::string RandomBytes(std::mt19937& rng, size_t max) {
+    std::string s(rng() % (max + 1), '\0');
+    for (char& c : s) c = static_cast<char>(rng());
+    return s;
+  }
+
+  // Records the status; false if it is not an acceptable answer.
+  bool Check(const grpc::Status& s) {
+    ++codes_[s.error_code()];
+    if (s.ok()) return true;
+    // gRPC itself refuses a message that does not parse (invalid UTF-8 in
+    // a string field, bad wire format) before the daemon sees it.
+    if (s.error_code() == grpc::StatusCode::INTERNAL) return true;
+    if (s.error_message().empty()) return false;
+    switch (s.error_code()) {
+      case grpc::StatusCode::INVALID_ARGUMENT:
+      case grpc::StatusCode::FAILED_PRECONDITION:
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      case grpc::StatusCode::NOT_FOUND:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  std::string root_, outside_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<v1::CompileCache::Stub> stub_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::map<grpc::StatusCode, int> codes_;
+};
+
+TEST_F(HostileInputTest, TenThousandHostileRequestsGetAStatusAndChangeNothing) {
+  std::mt19937 rng(kSeed);
+  RecordProperty("seed", static_cast<int>(kSeed));
+
+  // A lease of "another client", and traps in the staging dir.
+  v1::LockResponse other = LockKey(*stub_, "victim", 777);
+  ASSERT_EQ(other.outcome(), v1::LockResponse::GRANTED);
+  const std::string staging = other.lease().staging_dir();
+  const std::string secret = outside_ + "/secret";
+  ASSERT_EQ(symlink(secret.c_str(), (staging + "/link").c_str()), 0);
+  ASSERT_EQ(symlink(outside_.c_str(), (staging + "/dirlink").c_str()), 0);
+  ASSERT_EQ(link(secret.c_str(), (staging + "/hard").c_str()), 0);
+  ASSERT_EQ(mkfifo((staging + "/fifo").c_str(), 0600), 0);
+  fs::create_directories(staging + "/sub");
+  const auto outside_before = Snapshot(outside_);
+
+  const std::string huge(1 << 20, 'h');
+  const std::vector<std::string> tokens = {"",
+                                           ".",
+                                           "..",
+                                           "../x",
+                                           "../../etc/passwd",
+                                           "/etc/passwd",
+                                           "a/b",
+                                           std::string("a\0b", 3),
+                                           std::string(128, 'k'),
+                                           std::string(129, 'k'),
+                                           huge,
+                                           "%2e%2e",
+                                           "\xc3\xa9",
+                                           " ",
+                                           "\n",
+                                           "neff",
+                                           "hlo",
+                                           "1.0",
+                                           "victim2",
+                                           "key",
+                                           "MODULE_x",
+                                           "-",
+                                           "+",
+                                           "a..b"};
+  const std::vector<std::string> namespaces = {"neff", "hlo",     "",
+                                               "NEFF", "../neff", huge};
+  const std::vector<std::string> paths = {"",
+                                          "/",
+                                          "relative",
+                                          secret,
+                                          "/etc/passwd",
+                                          "/proc/self/environ",
+                                          staging,
+                                          staging + "/",
+                                          staging + "/link",
+                                          staging + "/dirlink",
+                                          staging + "/dirlink/secret",
+                                          staging + "/hard",
+                                          staging + "/fifo",
+                                          staging + "/sub",
+                                          staging + "/missing",
+                                          staging + "/../../outside/secret",
+                                          staging + "/.",
+                                          staging + "/..",
+                                          staging + std::string("/a\0b", 4),
+                                          staging + "x/f",
+                                          huge};
+  const std::vector<uint64_t> sizes = {0,
+                                       1,
+                                       29,
+                                       uint64_t{1} << 33,
+                                       (uint64_t{8} << 30) + 1,
+                                       ~uint64_t{0},
+                                       uint64_t{1} << 63};
+  const std::vector<std::string> shas = {
+      "",
+      Sha256Hex("not the content"),
+      std::string(64, 'g'),
+      std::string(64, 'A'),
+      Sha256Hex("the secret that must stay put"),
+      std::string(63, 'a'),
+      huge};
+
+  auto random_id = [&] {
+    return Id(Pick(rng, namespaces), Pick(rng, tokens), Pick(rng, tokens));
+  };
+  auto lease_id = [&] {
+    switch (rng() % 4) {
+      case 0:
+        return other.lease().lease_id();  // somebody else's
+      case 1:
+        return std::string(rng() % 2 ? 65 : 0, 'l');
+      case 2:
+        return RandomBytes(rng, 64);
+      default:
+        return std::string(32, '0');
+    }
+  };
+
+  int bad = 0, sent = 0;
+  for (int i = 0; i < kFieldRequests; ++i, ++sent) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    grpc::Status s;
+    switch (rng() % 6) {
+      case 0: {
+        v1::LookupRequest r;
+        *r.mutable_id() = random_id();
+        v1::LookupResponse out;
+        s = stub_->Lookup(&context, r, &out);
+        break;
+      }
+      case 1: {
+        v1::LockRequest r;
+        *r.mutable_id() = random_id();
+        r.mutable_holder()->set_host(Pick(rng, tokens));
+        r.mutable_holder()->set_pid(static_cast<int64_t>(rng()) - (1 << 30));
+        r.set_wait(false);
+        v1::LockResponse out;
+        s = stub_->Lock(&context, r, &out);
+        if (s.ok() && out.outcome() == v1::LockResponse::GRANTED) {
+          // Give it back so the limits stay untouched.
+          v1::UnlockRequest u;
+          *u.mutable_id() = out.lease().id();
+          u.set_lease_id(out.lease().lease_id());
+          u.set_outcome(v1::UnlockRequest::ABANDONED);
+          v1::UnlockResponse ignored;
+          grpc::ClientContext c2;
+          stub_->Unlock(&c2, u, &ignored);
+        }
+        break;
+      }
+      case 2:
+      case 3: {
+        v1::PublishRequest r;
+        *r.mutable_id() = rng() % 3 ? other.lease().id() : random_id();
+        r.set_lease_id(lease_id());
+        if (rng() % 2) {
+          r.set_staged_path(Pick(rng, paths));
+        } else {
+          r.set_inline_bytes(RandomBytes(rng, 64));
+        }
+        r.set_size(rng() % 2 ? Pick(rng, sizes) : r.inline_bytes().size());
+        r.set_sha256(Pick(rng, shas));
+        if (rng() % 8 == 0) (*r.mutable_metadata())[Pick(rng, tokens)] = huge;
+        v1::PublishResponse out;
+        s = stub_->Publish(&context, r, &out);
+        break;
+      }
+      case 4: {
+        v1::KeepAliveRequest r;
+        r.set_lease_id(lease_id());
+        v1::KeepAliveResponse out;
+        s = stub_->KeepAlive(&context, r, &out);
+        break;
+      }
+      default: {
+        v1::UnlockRequest r;
+        *r.mutable_id() = random_id();
+        r.set_lease_id(lease_id());
+        r.set_outcome(static_cast<v1::UnlockRequest::Outcome>(rng() % 4));
+        r.set_log(RandomBytes(rng, 256));
+        v1::UnlockResponse out;
+        s = stub_->Unlock(&context, r, &out);
+        break;
+      }
+    }
+    if (!Check(s)) {
+      ++bad;
+      ADD_FAILURE() << "request " << i << ": " << s.error_code() << " '"
+                    << s.error_message() << "'";
+    }
+    if (bad > 20) break;
+  }
+
+  grpc::GenericStub generic(channel_);
+  const std::vector<std::string> methods = {
+      "/neffd.v1.CompileCache/Lookup",    "/neffd.v1.CompileCache/Lock",
+      "/neffd.v1.CompileCache/Publish",   "/neffd.v1.CompileCache/Unlock",
+      "/neffd.v1.CompileCache/KeepAlive", "/neffd.v1.CacheAdmin/Evict"};
+  for (int i = 0; i < kRandomByteRequests; ++i, ++sent) {
+    std::string bytes = RandomBytes(rng, 512);
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status s;
+    generic.UnaryCall(&context, Pick(rng, methods), grpc::StubOptions(),
+                      &request, &response, [&](grpc::Status status) {
+                        std::lock_guard<std::mutex> lock(mu);
+                        s = status;
+                        done = true;
+                        cv.notify_one();
+                      });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    if (!Check(s)) {
+      ++bad;
+      ADD_FAILURE() << "random bytes " << i << ": " << s.error_code() << " '"
+                    << s.error_message() << "'";
+    }
+    if (bad > 20) break;
+  }
+
+  EXPECT_GE(sent, 10000);
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(Snapshot(outside_), outside_before);
+  // Nothing from outside became an entry, and the victim's lease still works.
+  for (const auto& e : fs::recursive_directory_iterator(daemon_->neff_dir())) {
+    if (e.is_regular_file() && e.path().filename() == "model.neff") {
+      EXPECT_NE(ReadFile(e.path()), "the secret that must stay put")
+          << e.path();
+    }
+  }
+  EXPECT_TRUE(daemon_->process().Running());
+  EXPECT_TRUE(PublishStaged(*stub_, other.lease(), "victim's bytes").ok());
+  EXPECT_EQ(LookupContent(*stub_, "victim"), "victim's bytes");
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::health::v1::HealthCheckResponse status;
+  grpc::ClientContext context;
+  ASSERT_TRUE(health->Check(&context, {}, &status).ok());
+  EXPECT_EQ(status.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  RecordProperty("requests", sent);
+  for (const auto& [code, n] : codes_) {
+    RecordProperty(absl::StrCat("status_", static_cast<int>(code)), n);
+  }
+}
+
+}  // namespace
+}  // namespace neffd::testing
