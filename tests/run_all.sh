@@ -10,11 +10,12 @@
 #   4. tests/fuzz/run_fuzzers.sh               (libFuzzer, each target
 #      $NEFFD_FUZZ_SECONDS s, default 20; one case per target)
 #
-#   tests/run_all.sh          the CI run (< 30 min on 2 cores)
+#   tests/run_all.sh          the CI run
 #   tests/run_all.sh --long   the long variants: fault tests with
 #                             NEFFD_FAULTS_LONG=1 (20 kill iterations) and
 #                             60 s per fuzz target
-#   NEFFD_SANITIZERS=0 tests/run_all.sh   only run 1 (quick local check)
+# Stages 2-4 can be switched with NEFFD_ASAN, NEFFD_TSAN, NEFFD_FUZZ (1 or 0;
+# defaults below); NEFFD_ASAN=0 NEFFD_FUZZ=0 is the quick local check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh || exit 1
@@ -77,9 +78,9 @@ run_tests() {
 
 bazel build //... || { echo "0 passed, 1 failed"; exit 1; }
 run_tests plain //...
-if [ "${NEFFD_SANITIZERS:-1}" != 0 ]; then
-  run_tests asan //...
-  run_tests tsan "${TSAN_TESTS[@]}"
+if [ "${NEFFD_ASAN:-1}" = 1 ]; then run_tests asan //...; fi
+if [ "${NEFFD_TSAN:-0}" = 1 ]; then run_tests tsan "${TSAN_TESTS[@]}"; fi
+if [ "${NEFFD_FUZZ:-1}" = 1 ]; then
   fuzz_line=$(bash tests/fuzz/run_fuzzers.sh | tee /dev/stderr | tail -1)
   read -r passed failed < <(echo "$fuzz_line" |
     sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p')

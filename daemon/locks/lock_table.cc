@@ -72,9 +72,8 @@ LockTable::WaiterId LockTable::Acquire(const EntryKey& id,
     LockEvent event;
     if (shutting_down_) {
       event.outcome = LockOutcome::kShutdown;
-    } else if (options_.max_leases_per_holder > 0 &&
-               leases_by_holder_[HolderKey(holder)] >=
-                   options_.max_leases_per_holder) {
+    } else if (HeldBy(holder) >= options_.max_leases_per_holder &&
+               options_.max_leases_per_holder > 0) {
       event.outcome = LockOutcome::kTooMany;
     } else {
       Slot& slot = slots_.try_emplace(canonical, id).first->second;
@@ -215,6 +214,11 @@ absl::Status LockTable::Release(const std::string& lease_id, const EntryKey& id,
   }
   Run(pending);
   return absl::OkStatus();
+}
+
+int LockTable::HeldBy(const HolderInfo& holder) const {
+  auto held = leases_by_holder_.find(HolderKey(holder));
+  return held == leases_by_holder_.end() ? 0 : held->second;
 }
 
 void LockTable::EndLease(Slot& slot) {

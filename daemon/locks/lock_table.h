@@ -210,6 +210,8 @@ class LockTable {
   void ResolveAll(Slot& slot, const LockEvent& event, Pending& pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLease(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases out to `holder` (host, pid).
+  int HeldBy(const HolderInfo& holder) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropIfIdle(const std::string& canonical)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot `lease_id` holds, checked against `id` if given.
