@@ -33,6 +33,7 @@ TSAN_TESTS=(
   //daemon/locks:lock_table_test
   //daemon/locks:file_locks_test
   //allocator:segment_pool_threads_test
+  //tests:lock_handoff_test
 )
 
 # Test cases in the test.xml files under $1: "passed failed".
