@@ -36,12 +36,21 @@ TSAN_TESTS=(
   //tests:lock_handoff_test
 )
 
-# Test cases in the test.xml files under $1: "passed failed".
+# count LOGS LABEL...: test cases in the test.xml files under LOGS that
+# belong to the labels (//pkg:name, or //... for all): "passed failed".
 count() {
-  python3 - "$1" <<'PY'
+  python3 - "$@" <<'PY'
 import glob, sys, xml.etree.ElementTree as ET
+logs, labels = sys.argv[1], sys.argv[2:]
+paths = set()
+for label in labels:
+    if label.endswith("..."):
+        pattern = logs + "/" + label[2:-3] + "**/test.xml"
+    else:
+        pattern = logs + "/" + label[2:].replace(":", "/") + "/test.xml"
+    paths.update(glob.glob(pattern, recursive=True))
 passed = failed = 0
-for path in glob.glob(sys.argv[1] + "/**/test.xml", recursive=True):
+for path in sorted(paths):
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError:
@@ -69,7 +78,7 @@ run_tests() {
   local status=$?
   local logs
   logs=$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)
-  read -r passed failed < <(count "$logs")
+  read -r passed failed < <(count "$logs" "$@")
   # A target that failed without writing cases (crash, timeout) still counts.
   if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
   echo "run_all: ${config[*]:-plain}: ${passed} passed, ${failed} failed"
