@@ -145,21 +145,7 @@ TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
 class GcTest : public ::testing::Test {
  protected:
   void Publish(const std::string& key, const std::string& bytes) {
-    v1::LockRequest lock;
-    *lock.mutable_id() = Id(key);
-    v1::LockResponse granted;
-    grpc::ClientContext c1;
-    ASSERT_TRUE(stub_->Lock(&c1, lock, &granted).ok());
-    ASSERT_EQ(granted.outcome(), v1::LockResponse::GRANTED);
-    v1::PublishRequest publish;
-    publish.set_lease_id(granted.lease().lease_id());
-    *publish.mutable_id() = lock.id();
-    publish.set_inline_bytes(bytes);
-    publish.set_size(bytes.size());
-    publish.set_sha256(Sha256Hex(bytes));
-    v1::PublishResponse published;
-    grpc::ClientContext c2;
-    ASSERT_TRUE(stub_->Publish(&c2, publish, &published).ok());
+    ASSERT_TRUE(PublishInline(*stub_, Id(key), bytes).ok());
   }
 
   std::unique_ptr<v1::CompileCache::Stub> stub_;
@@ -258,11 +244,11 @@ TEST(PeriodicGcTest, DaemonKeepsTheStoreUnderMaxCacheSize) {
                               "--gc_recent_seconds=0"});
   ASSERT_TRUE(daemon.Start());
   WriteFile(root + "/big", std::string(5000, 'x'));
-  ASSERT_EQ(RunCommand({Runfile("client/neffctl"),
-                        "--address=" + daemon.address(), "put", "neff", "big",
-                        root + "/big", "--compiler_version=1"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunCommand({Runfile("client/neffctl"), "--address=" + daemon.address(),
+                  "put", "neff", "big", root + "/big", "--compiler_version=1"})
+          .exit_code,
+      0);
   const std::string neff = root + "/neff/neuronxcc-1/MODULE_big/model.neff";
   for (int i = 0; i < 100 && fs::exists(neff); ++i) usleep(50000);
   EXPECT_FALSE(fs::exists(neff));

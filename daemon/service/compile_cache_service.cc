@@ -154,9 +154,6 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
 
 absl::StatusOr<bool> CompileCacheService::AnswerWithoutLock(
     const EntryKey& id, v1::LockResponse* response) {
-  // Compiling on this host right now: the entry cannot be complete yet, and
-  // the waiter will hear when it is. No need to ask the shared store.
-  if (locks_->Held(id)) return false;
   absl::StatusOr<std::optional<v1::Entry>> entry = Serve(id);
   if (!entry.ok()) return entry.status();
   if (entry->has_value()) {
@@ -182,7 +179,11 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
     return reactor;
   }
   const absl::Time started = options_.now();
-  absl::StatusOr<bool> answered = AnswerWithoutLock(*id, response);
+  // Compiling on this host right now: the entry cannot be complete yet, and
+  // the waiter will hear when it is, so the shared store need not be asked.
+  // (After a grant it must be: the entry may have appeared meanwhile.)
+  absl::StatusOr<bool> answered =
+      locks_->Held(*id) ? false : AnswerWithoutLock(*id, response);
   if (!answered.ok() || *answered) {
     if (answered.ok()) CountLock(*response, grpc::Status::OK, started);
     reactor->Finish(ToGrpcStatus(answered.status()));

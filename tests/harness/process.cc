@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/store/digest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -179,6 +180,32 @@ bool DaemonProcess::Start() {
     absl::SleepFor(absl::Milliseconds(20));
   }
   return false;
+}
+
+absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,
+                           const std::string& bytes) {
+  v1::LockRequest lock;
+  *lock.mutable_id() = id;
+  lock.set_wait(true);
+  v1::LockResponse granted;
+  grpc::ClientContext c1;
+  grpc::Status locked = stub.Lock(&c1, lock, &granted);
+  if (!locked.ok()) return absl::UnavailableError(locked.error_message());
+  if (granted.outcome() != v1::LockResponse::GRANTED) {
+    return absl::AlreadyExistsError(
+        v1::LockResponse::Outcome_Name(granted.outcome()));
+  }
+  v1::PublishRequest publish;
+  publish.set_lease_id(granted.lease().lease_id());
+  *publish.mutable_id() = id;
+  publish.set_inline_bytes(bytes);
+  publish.set_size(bytes.size());
+  publish.set_sha256(Sha256Hex(bytes));
+  v1::PublishResponse published;
+  grpc::ClientContext c2;
+  grpc::Status status = stub.Publish(&c2, publish, &published);
+  if (!status.ok()) return absl::InternalError(status.error_message());
+  return absl::OkStatus();
 }
 
 std::unique_ptr<v1::CompileCache::Stub> DaemonProcess::NewStub() const {

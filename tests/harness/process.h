@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 
 namespace neffd::testing {
@@ -60,6 +61,11 @@ struct CommandResult {
 
 CommandResult RunCommand(std::vector<std::string> argv,
                          std::vector<std::string> env = {});
+
+// Takes the lock on `id` and publishes `bytes` inline, as a rank would.
+// AlreadyExists if the entry was cached (the lock answered READY).
+absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,
+                           const std::string& bytes);
 
 class DaemonProcess {
  public:
