@@ -108,11 +108,11 @@ std::vector<VarSpec> MakeRegistry() {
 
   return {
       Var(kBackend, "TORCH_NEURONX_DEBUG_DIR", Type::kString, Rule::kNonEmpty,
-          "/tmp/neuron_backend", kTorchNeuronx,
+          "/tmp/neuron_backend", kClient | kTorchNeuronx,
           "Directory where compilation artifacts (FX graphs, StableHLO IR, "
           "NEFF files) are saved."),
       Bool(kBackend, "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "false",
-           kTorchNeuronx,
+           kClient | kTorchNeuronx,
            "When `1`, keeps compilation artifacts after execution. Useful for "
            "debugging via IR inspection."),
       Bool(kBackend, "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "true",
@@ -135,7 +135,8 @@ std::vector<VarSpec> MakeRegistry() {
            kTorchNeuronx,
            "When `1`, raises an error if CPU tensors are passed as inputs "
            "instead of auto-copying to Neuron."),
-      Bool(kBackend, "TORCH_NEURONX_COMPILE_ONLY", "false", kTorchNeuronx,
+      Bool(kBackend, "TORCH_NEURONX_COMPILE_ONLY", "false",
+           kClient | kTorchNeuronx,
            "When `1`, compile to NEFF without device execution. Ops compile "
            "but never run; `nrt_init` failure is non-fatal. Also set by "
            "`torch_neuronx.compiler.compile_only()`."),
@@ -229,10 +230,10 @@ std::vector<VarSpec> MakeRegistry() {
            "(Experimental) When `1`, uses driver-pinned host memory."),
 
       Var(kMetrics, "TORCH_NEURONX_ENABLED_METRIC_TABLES", Type::kStringList,
-          Rule::kNames, "", kTorchNeuronx,
+          Rule::kNames, "", kClient | kTorchNeuronx,
           "Comma-separated metric tables to enable for CSV export."),
       Var(kMetrics, "TORCH_NEURONX_METRICS_DIR", Type::kString, Rule::kNonEmpty,
-          "/tmp", kTorchNeuronx, "Directory for metric CSV files."),
+          "/tmp", kClient | kTorchNeuronx, "Directory for metric CSV files."),
 
       Bool(kProfiling, "TORCH_NEURONX_PROFILE_DEFAULT_SESSION", "true",
            kTorchNeuronx,
