@@ -33,8 +33,11 @@ TSAN_TESTS=(
   //daemon/locks:lock_table_test
   //daemon/locks:file_locks_test
   //allocator:segment_pool_threads_test
-  //tests:lock_handoff_test
 )
+# Not //tests:lock_handoff_test: its daemons run Debian's uninstrumented
+# gRPC, and TSan reports races inside libgrpc (recvmsg vs grpc_slice_copy)
+# that it cannot see synchronised; it needs a suppressions file for the
+# system libraries first.
 
 # count LOGS LABEL...: test cases in the test.xml files under LOGS that
 # belong to the labels (//pkg:name, or //... for all): "passed failed".
