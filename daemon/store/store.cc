@@ -318,6 +318,14 @@ std::optional<v1::Failure> Store::FindFailure(const EntryKey& id) const {
   return failure;
 }
 
+std::string Store::QuarantineTarget(const EntryKey& id) const {
+  return absl::StrCat(
+      options_.root, "/quarantine/",
+      UniqueTempName(absl::StrCat(id.compiler_version(), "__", id.key()),
+                     options_.host_id)
+          .substr(1));
+}
+
 void Store::QuarantineOrphan(const EntryKey& id, absl::Duration grace) {
   struct stat st;
   CountOps(1);
@@ -333,11 +341,7 @@ void Store::QuarantineOrphan(const EntryKey& id, absl::Duration grace) {
   }
   // Only the artifact moves: the directory may hold the caller's lease file.
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
-  const std::string target = absl::StrCat(
-      qdir, "/",
-      UniqueTempName(absl::StrCat(id.compiler_version(), "__", id.key()),
-                     options_.host_id)
-          .substr(1));
+  const std::string target = QuarantineTarget(id);
   CountOps(3);
   if (!MakeDirs(qdir).ok() ||
       rename(ArtifactPath(id).c_str(), target.c_str()) != 0) {
@@ -353,11 +357,7 @@ absl::StatusOr<std::string> Store::Quarantine(const EntryKey& id,
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
   CountOps(3);
   if (absl::Status s = MakeDirs(qdir); !s.ok()) return s;
-  const std::string target = absl::StrCat(
-      qdir, "/",
-      UniqueTempName(absl::StrCat(id.compiler_version(), "__", id.key()),
-                     options_.host_id)
-          .substr(1));
+  const std::string target = QuarantineTarget(id);
   if (rename(EntryDir(id).c_str(), target.c_str()) != 0) {
     return ErrnoStatus(errno, "quarantining " + EntryDir(id));
   }

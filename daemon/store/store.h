@@ -187,6 +187,8 @@ class Store {
           absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write);
 
   absl::Status WriteDone(const EntryKey& id, const v1::DoneRecord& done);
+  // A fresh, unique place under {root}/quarantine/ for a damaged `id`.
+  std::string QuarantineTarget(const EntryKey& id) const;
   // Moves an artifact that has no model.done aside, if it is not a publish
   // in flight (lease file present, or younger than `grace`).
   void QuarantineOrphan(const EntryKey& id, absl::Duration grace);
