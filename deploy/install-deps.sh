@@ -13,6 +13,7 @@ PACKAGES=(
   clang-format faketime
   systemd prometheus python3-grpcio python3-grpc-tools
   clang-14 libclang-rt-14-dev openssl
+  gnuplot-nox strace
 )
 
 missing=()
