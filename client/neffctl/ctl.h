@@ -103,6 +103,12 @@ class Ctl {
                     const std::string& file, uint64_t size,
                     const std::string& sha256, v1::PublishResponse* published);
   void Abandon(const EntryKey& id, const std::string& lease_id);
+  // One page of `ls` as a table; `header` on the first.
+  void PrintEntries(const v1::ListEntriesRequest& request,
+                    const v1::ListEntriesResponse& response, bool header);
+
+  // Rows per ListEntries page: about 2 MB on the wire.
+  static constexpr uint32_t kListPageSize = 10000;
 
   const std::string address_;
   const bool json_;

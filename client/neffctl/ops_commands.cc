@@ -24,17 +24,54 @@ std::string IdText(const v1::EntryId& id) {
 }  // namespace
 
 int Ctl::List(const v1::ListEntriesRequest& request) {
-  v1::ListEntriesResponse response;
-  grpc::Status status =
-      admin_->ListEntries(Context(absl::Minutes(5)).get(), request, &response);
-  if (!status.ok()) return RpcFailure(status, address_);
+  // Index-order listings come in pages, printed as they arrive, so a
+  // million entries need neither one huge message nor one huge table.
+  const bool paged = !request.failed() && !request.locked() &&
+                     request.sort_by() == v1::ListEntriesRequest::KEY;
+  v1::ListEntriesRequest page_request = request;
+  if (paged) page_request.set_page_size(kListPageSize);
+  v1::ListEntriesResponse all;
+  uint64_t shown = 0;
+  for (bool first = true;; first = false) {
+    v1::ListEntriesResponse response;
+    grpc::Status status = admin_->ListEntries(Context(absl::Minutes(5)).get(),
+                                              page_request, &response);
+    if (!status.ok()) return RpcFailure(status, address_);
+    all.set_total(response.total());
+    if (json_) {
+      for (v1::EntryInfo& e : *response.mutable_entries()) {
+        *all.add_entries() = std::move(e);
+      }
+    } else {
+      PrintEntries(request, response, first);
+    }
+    shown += response.entries_size();
+    if (!paged || response.next_page_token().empty() ||
+        (request.limit() > 0 && shown >= request.limit())) {
+      break;
+    }
+    page_request.set_page_token(response.next_page_token());
+    if (request.limit() > 0) {
+      page_request.set_limit(request.limit() - static_cast<uint32_t>(shown));
+    }
+  }
   if (json_) {
-    PrintJson(response);
+    PrintJson(all);
     return kOk;
   }
+  std::printf("%llu of %llu %s\n", static_cast<unsigned long long>(shown),
+              static_cast<unsigned long long>(all.total()),
+              request.failed() ? "recorded failures" : "entries");
+  return kOk;
+}
+
+void Ctl::PrintEntries(const v1::ListEntriesRequest& request,
+                       const v1::ListEntriesResponse& response, bool header) {
   std::vector<std::vector<std::string>> rows;
   if (request.failed()) {
-    rows.push_back({"NAMESPACE", "COMPILER", "KEY", "RETRY AFTER", "LOG"});
+    if (header) {
+      rows.push_back({"NAMESPACE", "COMPILER", "KEY", "RETRY AFTER", "LOG"});
+    }
     for (const v1::EntryInfo& e : response.entries()) {
       std::string log = e.failure().log().substr(0, 60);
       std::replace(log.begin(), log.end(), '\n', ' ');
@@ -42,8 +79,10 @@ int Ctl::List(const v1::ListEntriesRequest& request) {
                       e.id().key(), RetryAfter(e.failure()), log});
     }
   } else {
-    rows.push_back(
-        {"NAMESPACE", "COMPILER", "KEY", "SIZE", "LAST ACCESS", "LOCKED"});
+    if (header) {
+      rows.push_back(
+          {"NAMESPACE", "COMPILER", "KEY", "SIZE", "LAST ACCESS", "LOCKED"});
+    }
     for (const v1::EntryInfo& e : response.entries()) {
       rows.push_back({e.id().namespace_(), e.id().compiler_version(),
                       e.id().key(), HumanBytes(e.entry().size()),
@@ -52,10 +91,6 @@ int Ctl::List(const v1::ListEntriesRequest& request) {
     }
   }
   PrintTable(rows, {3});
-  std::printf("%d of %llu %s\n", response.entries_size(),
-              static_cast<unsigned long long>(response.total()),
-              request.failed() ? "recorded failures" : "entries");
-  return kOk;
 }
 
 int Ctl::Show(const EntryKey& id) {

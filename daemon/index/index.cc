@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
@@ -16,12 +17,21 @@
 namespace neffd {
 namespace {
 
-// Entries live under "e/{ns}/{version}/{key}"; one meta row holds the totals.
+// Entries live under "e/{ns}/{version}/{key}"; meta rows hold the totals:
+// "m/totals" overall, "m/v/{ns}/{version}" per group. "m/format" marks an
+// index whose per-version rows are complete (older indexes lack them).
 constexpr char kEntryPrefix[] = "e/";
 constexpr char kTotalsKey[] = "m/totals";
+constexpr char kVersionPrefix[] = "m/v/";
+constexpr char kFormatKey[] = "m/format";
+constexpr char kFormat[] = "2";
 
 std::string RowKey(const EntryKey& id) {
   return absl::StrCat(kEntryPrefix, id.Canonical());
+}
+
+std::string VersionRowKey(absl::string_view ns, absl::string_view version) {
+  return absl::StrCat(kVersionPrefix, ns, "/", version);
 }
 
 absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
@@ -36,34 +46,113 @@ std::string EncodeTotals(const Index::Totals& t) {
   return stats.SerializeAsString();
 }
 
-absl::StatusOr<Index::Totals> ReadTotals(rocksdb::DB* db) {
-  std::string value;
-  rocksdb::Status s = db->Get(rocksdb::ReadOptions(), kTotalsKey, &value);
-  if (s.IsNotFound()) return Index::Totals{};
-  if (!s.ok()) return FromRocks(s, "read totals");
+absl::StatusOr<Index::Totals> DecodeTotals(absl::string_view value) {
   v1::Stats stats;
-  if (!stats.ParseFromString(value)) {
+  if (!stats.ParseFromArray(value.data(), value.size())) {
     return absl::DataLossError("index totals row is corrupt");
   }
   return Index::Totals{stats.entries(), stats.bytes()};
 }
 
+absl::StatusOr<Index::Totals> ReadTotals(rocksdb::DB* db) {
+  std::string value;
+  rocksdb::Status s = db->Get(rocksdb::ReadOptions(), kTotalsKey, &value);
+  if (s.IsNotFound()) return Index::Totals{};
+  if (!s.ok()) return FromRocks(s, "read totals");
+  return DecodeTotals(value);
+}
+
+// A scan reads every block once: it should neither evict the hot blocks of
+// point lookups from the cache nor grow it.
+rocksdb::ReadOptions ScanOptions() {
+  rocksdb::ReadOptions read;
+  read.fill_cache = false;
+  read.readahead_size = 2 << 20;
+  return read;
+}
+
 rocksdb::Options MakeOptions() {
   rocksdb::Options options;
   options.create_if_missing = true;
-  // Small, point-lookup-heavy workload: bloom filters and a modest cache keep
-  // a hit to one block read and the daemon's RSS small.
+  // Point-lookup-heavy: a bloom filter keeps a miss off the data blocks.
+  // Index and filter blocks live in the bounded block cache (high priority,
+  // L0's pinned) instead of on the heap per open table, so RSS stays within
+  // the cache size however large the index grows.
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   table.block_cache = rocksdb::NewLRUCache(32 << 20);
+  table.cache_index_and_filter_blocks = true;
+  table.cache_index_and_filter_blocks_with_high_priority = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   options.write_buffer_size = 16 << 20;
+  options.max_write_buffer_number = 2;
   options.max_open_files = 256;
   options.keep_log_file_num = 2;
   return options;
 }
 
 }  // namespace
+
+struct Index::Loaded {
+  Totals totals;
+  VersionMap versions;
+};
+
+absl::StatusOr<Index::Loaded> Index::LoadTotals(rocksdb::DB* db) {
+  Index::Loaded loaded;
+  std::string format;
+  rocksdb::Status s = db->Get(rocksdb::ReadOptions(), kFormatKey, &format);
+  if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "read format");
+  if (s.ok() && format == kFormat) {
+    absl::StatusOr<Index::Totals> totals = ReadTotals(db);
+    if (!totals.ok()) return totals.status();
+    loaded.totals = *totals;
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ScanOptions()));
+    for (it->Seek(kVersionPrefix); it->Valid(); it->Next()) {
+      absl::string_view row(it->key().data(), it->key().size());
+      if (!absl::ConsumePrefix(&row, kVersionPrefix)) break;
+      const size_t slash = row.find('/');
+      absl::StatusOr<Index::Totals> t = DecodeTotals(
+          absl::string_view(it->value().data(), it->value().size()));
+      if (slash == absl::string_view::npos || !t.ok()) {
+        return absl::DataLossError("index version totals row is corrupt");
+      }
+      loaded.versions[{std::string(row.substr(0, slash)),
+                       std::string(row.substr(slash + 1))}] = *t;
+    }
+    return loaded;
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ScanOptions()));
+  for (it->Seek(kEntryPrefix); it->Valid(); it->Next()) {
+    absl::string_view row(it->key().data(), it->key().size());
+    if (!absl::ConsumePrefix(&row, kEntryPrefix)) break;
+    absl::StatusOr<EntryKey> id = EntryKey::FromCanonical(row);
+    v1::IndexRecord record;
+    if (!id.ok() ||
+        !record.ParseFromArray(it->value().data(), it->value().size())) {
+      continue;
+    }
+    Index::Totals& v = loaded.versions[{std::string(NamespaceName(id->ns())),
+                                        id->compiler_version()}];
+    ++v.entries;
+    v.bytes += record.entry().size();
+    ++loaded.totals.entries;
+    loaded.totals.bytes += record.entry().size();
+  }
+  rocksdb::WriteBatch batch;
+  for (const auto& [name, t] : loaded.versions) {
+    batch.Put(VersionRowKey(name.first, name.second), EncodeTotals(t));
+  }
+  batch.Put(kTotalsKey, EncodeTotals(loaded.totals));
+  batch.Put(kFormatKey, kFormat);
+  if (absl::Status w = FromRocks(db->Write(rocksdb::WriteOptions(), &batch),
+                                 "record version totals");
+      !w.ok()) {
+    return w;
+  }
+  return loaded;
+}
 
 absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
   rocksdb::Options options = MakeOptions();
@@ -88,16 +177,17 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
   }
   if (!s.ok()) return FromRocks(s, "open " + path);
   std::unique_ptr<rocksdb::DB> db(raw);
-  absl::StatusOr<Totals> totals = ReadTotals(db.get());
-  if (!totals.ok()) return totals.status();
+  absl::StatusOr<Loaded> loaded = LoadTotals(db.get());
+  if (!loaded.ok()) return loaded.status();
   return std::unique_ptr<Index>(
-      new Index(std::move(db), *totals, std::move(recovered)));
+      new Index(std::move(db), *std::move(loaded), std::move(recovered)));
 }
 
-Index::Index(std::unique_ptr<rocksdb::DB> db, Totals totals,
+Index::Index(std::unique_ptr<rocksdb::DB> db, Loaded loaded,
              std::string recovered)
     : db_(std::move(db)),
-      totals_(totals),
+      totals_(loaded.totals),
+      versions_(std::move(loaded.versions)),
       recovered_from_(std::move(recovered)) {}
 
 Index::~Index() = default;
@@ -114,54 +204,75 @@ absl::StatusOr<std::optional<v1::IndexRecord>> Index::Get(
 }
 
 absl::Status Index::Put(const EntryKey& id, const v1::IndexRecord& record) {
-  absl::MutexLock lock(&write_mu_);
-  absl::StatusOr<std::optional<v1::IndexRecord>> old = Get(id);
-  if (!old.ok()) return old.status();
-  Totals next = totals_;
-  if (old->has_value()) {
-    next.bytes -= (*old)->entry().size();
-  } else {
-    ++next.entries;
-  }
-  next.bytes += record.entry().size();
-  rocksdb::WriteBatch batch;
-  batch.Put(RowKey(id), record.SerializeAsString());
-  batch.Put(kTotalsKey, EncodeTotals(next));
-  if (absl::Status s =
-          FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "put");
-      !s.ok()) {
-    return s;
-  }
-  totals_ = next;
-  return absl::OkStatus();
+  return Apply(id, &record);
 }
 
-absl::Status Index::Delete(const EntryKey& id) {
+absl::Status Index::Delete(const EntryKey& id) { return Apply(id, nullptr); }
+
+absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
   absl::MutexLock lock(&write_mu_);
   absl::StatusOr<std::optional<v1::IndexRecord>> old = Get(id);
   if (!old.ok()) return old.status();
-  if (!old->has_value()) return absl::OkStatus();
+  if (record == nullptr && !old->has_value()) return absl::OkStatus();
+  const std::pair<std::string, std::string> group{
+      std::string(NamespaceName(id.ns())), id.compiler_version()};
+  auto found = versions_.find(group);
   Totals next = totals_;
-  --next.entries;
-  next.bytes -= (*old)->entry().size();
+  Totals version = found == versions_.end() ? Totals{} : found->second;
+  for (Totals* t : {&next, &version}) {
+    if (old->has_value()) {
+      --t->entries;
+      t->bytes -= (*old)->entry().size();
+    }
+    if (record != nullptr) {
+      ++t->entries;
+      t->bytes += record->entry().size();
+    }
+  }
   rocksdb::WriteBatch batch;
-  batch.Delete(RowKey(id));
+  if (record != nullptr) {
+    batch.Put(RowKey(id), record->SerializeAsString());
+  } else {
+    batch.Delete(RowKey(id));
+  }
   batch.Put(kTotalsKey, EncodeTotals(next));
-  if (absl::Status s =
-          FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "delete");
+  const std::string version_row = VersionRowKey(group.first, group.second);
+  if (version.entries == 0) {
+    batch.Delete(version_row);
+  } else {
+    batch.Put(version_row, EncodeTotals(version));
+  }
+  if (absl::Status s = FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
+                                 record != nullptr ? "put" : "delete");
       !s.ok()) {
     return s;
   }
   totals_ = next;
+  if (version.entries == 0) {
+    versions_.erase(group);
+  } else {
+    versions_[group] = version;
+  }
   return absl::OkStatus();
 }
 
 void Index::ForEach(
     const std::function<bool(const EntryKey&, const v1::IndexRecord&)>& visit)
     const {
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek(kEntryPrefix); it->Valid(); it->Next()) {
+  ForEachAfter("", visit);
+}
+
+void Index::ForEachAfter(
+    const std::string& after,
+    const std::function<bool(const EntryKey&, const v1::IndexRecord&)>& visit)
+    const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOptions()));
+  const std::string from = absl::StrCat(kEntryPrefix, after);
+  it->Seek(from);
+  if (!after.empty() && it->Valid() && it->key() == rocksdb::Slice(from)) {
+    it->Next();
+  }
+  for (; it->Valid(); it->Next()) {
     absl::string_view row(it->key().data(), it->key().size());
     if (!absl::StartsWith(row, kEntryPrefix)) break;
     absl::StatusOr<EntryKey> id =
@@ -178,6 +289,19 @@ void Index::ForEach(
 Index::Totals Index::totals() const {
   absl::MutexLock lock(&write_mu_);
   return totals_;
+}
+
+std::vector<Index::VersionTotals> Index::version_totals() const {
+  absl::MutexLock lock(&write_mu_);
+  std::vector<VersionTotals> out;
+  out.reserve(versions_.size());
+  for (const auto& [group, t] : versions_) {
+    out.push_back(VersionTotals{group.first == NamespaceName(Namespace::kHlo)
+                                    ? Namespace::kHlo
+                                    : Namespace::kNeff,
+                                group.second, t});
+  }
+  return out;
 }
 
 absl::Status Index::Flush() {

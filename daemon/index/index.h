@@ -10,16 +10,22 @@
 // aside to "{path}.corrupt.{time}" and a fresh index is created; the returned
 // `recovered_from` names it so the daemon can say so in one line.
 //
-// Thread-safe. Entry and byte totals are kept in the index itself, updated in
-// the same write batch as the entry, so they are right after a crash too.
+// Thread-safe. Entry and byte totals, overall and per (namespace, compiler
+// version), are kept in the index itself, updated in the same write batch as
+// the entry, so they are right after a crash too and reading them never walks
+// the entries. An index written before per-version totals existed gets them
+// once, by one full scan inside Open().
 #ifndef NEFFD_DAEMON_INDEX_INDEX_H_
 #define NEFFD_DAEMON_INDEX_INDEX_H_
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -41,6 +47,12 @@ class Index {
     uint64_t bytes = 0;
   };
 
+  struct VersionTotals {
+    Namespace ns;
+    std::string compiler_version;
+    Totals totals;
+  };
+
   static absl::StatusOr<std::unique_ptr<Index>> Open(const std::string& path);
   ~Index();
 
@@ -56,19 +68,39 @@ class Index {
   // a consistent snapshot; writers are not blocked.
   void ForEach(const std::function<bool(const EntryKey&,
                                         const v1::IndexRecord&)>& visit) const;
+  // The same, starting after the entry whose Canonical() is `after` (from
+  // the start if empty): a page of a listing resumes where the last ended.
+  void ForEachAfter(
+      const std::string& after,
+      const std::function<bool(const EntryKey&, const v1::IndexRecord&)>& visit)
+      const;
 
   Totals totals() const;
+  // Non-empty (namespace, compiler version) groups, ordered by namespace
+  // name then version. Costs no index read.
+  std::vector<VersionTotals> version_totals() const;
 
   // Flushes memtables to disk (shutdown).
   absl::Status Flush();
 
  private:
-  Index(std::unique_ptr<rocksdb::DB> db, Totals totals, std::string recovered);
+  // By (namespace name, compiler version).
+  using VersionMap = std::map<std::pair<std::string, std::string>, Totals>;
+  struct Loaded;
+  // The totals rows; recomputed by one scan (and recorded) for an index
+  // written before per-version rows existed.
+  static absl::StatusOr<Loaded> LoadTotals(rocksdb::DB* db);
+
+  Index(std::unique_ptr<rocksdb::DB> db, Loaded loaded, std::string recovered);
+  // Writes `record` for `id` (deletes it if null) together with the
+  // global and per-version totals rows, in one batch.
+  absl::Status Apply(const EntryKey& id, const v1::IndexRecord* record);
 
   // Serialises writers so the totals stay exact.
   mutable absl::Mutex write_mu_;
   std::unique_ptr<rocksdb::DB> db_;
   Totals totals_ ABSL_GUARDED_BY(write_mu_);
+  VersionMap versions_ ABSL_GUARDED_BY(write_mu_);
   std::string recovered_from_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rocksdb/db.h"
 
 namespace neffd {
 namespace {
@@ -50,6 +51,77 @@ TEST(IndexTest, RecordsAndTotalsSurviveReopen) {
   EXPECT_FALSE(index->Get(b)->has_value());
   EXPECT_EQ(index->totals().entries, 1u);
   EXPECT_EQ(index->totals().bytes, 50u);
+}
+
+std::string Describe(const std::vector<Index::VersionTotals>& versions) {
+  std::string out;
+  for (const Index::VersionTotals& v : versions) {
+    absl::StrAppend(&out, NamespaceName(v.ns), "/", v.compiler_version, "=",
+                    v.totals.entries, ":", v.totals.bytes, " ");
+  }
+  return out;
+}
+
+TEST(IndexTest, VersionTotalsFollowPutsAndDeletesAndSurviveReopen) {
+  const std::string dir = FreshDir("versions");
+  {
+    auto index = *Index::Open(dir);
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("neff", "2.1", "a"), Record("/a", 10))
+            .ok());
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("neff", "2.1", "b"), Record("/b", 5)).ok());
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("neff", "2.2", "a"), Record("/c", 1)).ok());
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("hlo", "2.1", "a"), Record("/d", 3)).ok());
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("neff", "2.1", "a"), Record("/a", 20))
+            .ok());  // replaces: bytes change, entries do not
+    ASSERT_TRUE(index->Delete(*EntryKey::Parse("neff", "2.2", "a")).ok());
+    EXPECT_EQ(Describe(index->version_totals()), "hlo/2.1=1:3 neff/2.1=2:25 ");
+  }
+  auto index = *Index::Open(dir);
+  EXPECT_EQ(Describe(index->version_totals()), "hlo/2.1=1:3 neff/2.1=2:25 ");
+  EXPECT_EQ(index->totals().entries, 3u);
+  EXPECT_EQ(index->totals().bytes, 28u);
+}
+
+TEST(IndexTest, IndexWithoutVersionTotalsGetsThemOnOpen) {
+  const std::string dir = FreshDir("upgrade");
+  {
+    auto index = *Index::Open(dir);
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("neff", "1", "a"), Record("/a", 4)).ok());
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("neff", "1", "b"), Record("/b", 6)).ok());
+  }
+  {  // what an index written by an older neffd holds: no version rows
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), "m/format").ok());
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), "m/v/neff/1").ok());
+  }
+  auto index = *Index::Open(dir);
+  EXPECT_EQ(Describe(index->version_totals()), "neff/1=2:10 ");
+  EXPECT_EQ(index->totals().entries, 2u);
+}
+
+TEST(IndexTest, ForEachAfterResumesAfterTheGivenEntry) {
+  const std::string dir = FreshDir("after");
+  auto index = *Index::Open(dir);
+  for (const char* key : {"a", "b", "c"}) {
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("neff", "1", key), Record("/x", 1)).ok());
+  }
+  std::string seen;
+  index->ForEachAfter("neff/1/a",
+                      [&](const EntryKey& id, const v1::IndexRecord&) {
+                        seen += id.key();
+                        return true;
+                      });
+  EXPECT_EQ(seen, "bc");
 }
 
 TEST(IndexTest, CorruptIndexIsMovedAsideAndStartsEmpty) {

@@ -2,6 +2,7 @@
 // Drain, Undrain, GetConfig, ResetStats.
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/log/log.h"
@@ -48,6 +49,19 @@ void SortAndLimit(v1::ListEntriesRequest::SortBy sort_by, uint32_t limit,
   }
 }
 
+// Entries in the index matching the filters, from the kept totals.
+uint64_t MatchingTotal(const Index& index, std::optional<Namespace> only,
+                       const std::string& version) {
+  uint64_t total = 0;
+  for (const Index::VersionTotals& v : index.version_totals()) {
+    if ((!only.has_value() || v.ns == *only) &&
+        (version.empty() || v.compiler_version == version)) {
+      total += v.totals.entries;
+    }
+  }
+  return total;
+}
+
 }  // namespace
 
 std::map<std::string, v1::LeaseInfo> CacheAdminService::LeasesByKey() const {
@@ -57,6 +71,16 @@ std::map<std::string, v1::LeaseInfo> CacheAdminService::LeasesByKey() const {
     out[view.id.Canonical()] = ToLeaseInfo(view, now);
   }
   return out;
+}
+
+void CacheAdminService::AddIndexed(const EntryKey& id,
+                                   const v1::IndexRecord& record,
+                                   v1::EntryInfo* info) const {
+  info->set_cached(true);
+  *info->mutable_entry() = record.entry();
+  const absl::Time served = catalog_->LastServed(id);
+  info->set_last_access_unix_ms(
+      served == absl::InfinitePast() ? 0 : absl::ToUnixMillis(served));
 }
 
 grpc::Status CacheAdminService::ListEntries(
@@ -117,16 +141,48 @@ grpc::Status CacheAdminService::ListEntries(
         *info->mutable_entry() = (*record)->entry();
       }
     }
+  } else if (request->page_size() > 0 &&
+             request->sort_by() == v1::ListEntriesRequest::KEY) {
+    // One page in index order, resumed where the last ended: a million
+    // entries never sit in one message or in the daemon's memory at once.
+    std::string after = request->page_token();
+    if (!after.empty()) {
+      if (absl::Status s = EntryKey::FromCanonical(after).status(); !s.ok()) {
+        return ToGrpcStatus(absl::InvalidArgumentError(
+            absl::StrCat("page_token: ", s.message())));
+      }
+    }
+    // Filters are key prefixes: start at the first candidate, stop after
+    // the last.
+    std::string prefix;
+    if (only.has_value()) {
+      prefix = absl::StrCat(NamespaceName(*only), "/");
+      if (!version.empty()) absl::StrAppend(&prefix, version, "/");
+    }
+    if (after < prefix) after = prefix;
+    uint32_t want = request->page_size();
+    if (request->limit() > 0) want = std::min(want, request->limit());
+    std::string last;
+    catalog_->index().ForEachAfter(
+        after, [&](const EntryKey& id, const v1::IndexRecord& record) {
+          std::string canonical = id.Canonical();
+          if (!absl::StartsWith(canonical, prefix)) return false;
+          if (!wanted(id)) return true;
+          AddIndexed(id, record, add(id));
+          if (static_cast<uint32_t>(response->entries_size()) < want) {
+            return true;
+          }
+          last = std::move(canonical);
+          return false;
+        });
+    response->set_next_page_token(last);
+    response->set_total(MatchingTotal(catalog_->index(), only, version));
+    return grpc::Status::OK;
   } else {
     catalog_->index().ForEach(
         [&](const EntryKey& id, const v1::IndexRecord& record) {
           if (!wanted(id)) return true;
-          v1::EntryInfo* info = add(id);
-          info->set_cached(true);
-          *info->mutable_entry() = record.entry();
-          const absl::Time served = catalog_->LastServed(id);
-          info->set_last_access_unix_ms(
-              served == absl::InfinitePast() ? 0 : absl::ToUnixMillis(served));
+          AddIndexed(id, record, add(id));
           return true;
         });
   }

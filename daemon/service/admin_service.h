@@ -78,6 +78,9 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
  private:
   // The leases out on this host, by EntryKey::Canonical().
   std::map<std::string, v1::LeaseInfo> LeasesByKey() const;
+  // Fills `info` for an entry listed from the index.
+  void AddIndexed(const EntryKey& id, const v1::IndexRecord& record,
+                  v1::EntryInfo* info) const;
   grpc::Status SetDraining(bool draining, v1::DrainResponse* response);
 
   Maintenance* const maintenance_;

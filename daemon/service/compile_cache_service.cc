@@ -403,19 +403,14 @@ v1::Stats CompileCacheService::CumulativeStats() const {
     stats.set_local_tier_filled_bytes(tier_->filled_bytes());
   }
   stats.set_uptime_ms(absl::ToInt64Milliseconds(options_.now() - started_));
-  std::map<std::pair<std::string, std::string>, v1::VersionStats> versions;
-  catalog_->index().ForEach([&](const EntryKey& id,
-                                const v1::IndexRecord& record) {
-    v1::VersionStats& v =
-        versions[{std::string(NamespaceName(id.ns())), id.compiler_version()}];
-    v.set_entries(v.entries() + 1);
-    v.set_bytes(v.bytes() + record.entry().size());
-    return true;
-  });
-  for (auto& [name, v] : versions) {
-    v.set_namespace_(name.first);
-    v.set_compiler_version(name.second);
-    *stats.add_versions() = std::move(v);
+  // Kept by the index with each write: GetStats and every metrics textfile
+  // write must not walk a million entries.
+  for (const Index::VersionTotals& v : catalog_->index().version_totals()) {
+    v1::VersionStats* out = stats.add_versions();
+    out->set_namespace_(std::string(NamespaceName(v.ns)));
+    out->set_compiler_version(v.compiler_version);
+    out->set_entries(v.totals.entries);
+    out->set_bytes(v.totals.bytes);
   }
   return stats;
 }

@@ -163,7 +163,7 @@ DaemonProcess::~DaemonProcess() {
   rmdir(socket_path_.substr(0, socket_path_.rfind('/')).c_str());
 }
 
-bool DaemonProcess::Start() {
+std::vector<std::string> DaemonProcess::Argv() const {
   std::vector<std::string> argv = {
       Runfile("daemon/neffd"),
       "--cache_dir=" + root_ + "/neff",
@@ -172,7 +172,11 @@ bool DaemonProcess::Start() {
       "--address=" + address_,
   };
   argv.insert(argv.end(), flags_.begin(), flags_.end());
-  process_ = std::make_unique<Process>(argv, env_);
+  return argv;
+}
+
+bool DaemonProcess::Start() {
+  process_ = std::make_unique<Process>(Argv(), env_);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
     if (!process_->Running()) return false;

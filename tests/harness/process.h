@@ -81,6 +81,9 @@ class DaemonProcess {
 
   // (Re)starts and waits until the socket accepts; false if it exited.
   bool Start();
+  // The command line Start() runs, for callers that spawn and time it
+  // themselves.
+  std::vector<std::string> Argv() const;
   void Signal(int sig) { process_->Signal(sig); }
   int Wait() { return process_->Wait(); }
   Process& process() { return *process_; }
