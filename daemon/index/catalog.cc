@@ -117,9 +117,19 @@ absl::Time Catalog::LastServed(const EntryKey& id) const {
     if (it != accessed_.end()) return it->second;
   }
   absl::StatusOr<std::optional<v1::IndexRecord>> record = index_->Get(id);
-  if (record.ok() && record->has_value() &&
-      (*record)->last_access_unix_ms() > 0) {
-    return absl::FromUnixMillis((*record)->last_access_unix_ms());
+  if (record.ok() && record->has_value()) return LastServed(id, **record);
+  return absl::InfinitePast();
+}
+
+absl::Time Catalog::LastServed(const EntryKey& id,
+                               const v1::IndexRecord& record) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = accessed_.find(id.Canonical());
+    if (it != accessed_.end()) return it->second;
+  }
+  if (record.last_access_unix_ms() > 0) {
+    return absl::FromUnixMillis(record.last_access_unix_ms());
   }
   return absl::InfinitePast();
 }

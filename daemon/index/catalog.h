@@ -56,6 +56,10 @@ class Catalog {
   // When `id` was last served on this host (InfinitePast if never, as far as
   // this process remembers or the index recorded).
   absl::Time LastServed(const EntryKey& id) const;
+  // The same for an entry whose index `record` the caller has read already
+  // (a listing), without reading it again.
+  absl::Time LastServed(const EntryKey& id,
+                        const v1::IndexRecord& record) const;
 
   // Writes remembered access times to the index.
   absl::Status FlushAccessTimes();

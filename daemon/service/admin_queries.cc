@@ -78,7 +78,7 @@ void CacheAdminService::AddIndexed(const EntryKey& id,
                                    v1::EntryInfo* info) const {
   info->set_cached(true);
   *info->mutable_entry() = record.entry();
-  const absl::Time served = catalog_->LastServed(id);
+  const absl::Time served = catalog_->LastServed(id, record);
   info->set_last_access_unix_ms(
       served == absl::InfinitePast() ? 0 : absl::ToUnixMillis(served));
 }
