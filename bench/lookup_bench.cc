@@ -1,21 +1,29 @@
 // lookup_bench: Lookup hit latency and throughput of a real neffd over its
-// unix socket.
+// unix socket, against the floor any gRPC daemon pays on the same socket: a
+// bare unary echo (bench/echo_server, same server settings and service API).
 //
-// Starts `--neffd` on fresh directories, publishes --entries small entries,
-// then for each client count in --clients runs that many threads, each with
-// its own channel (one connection per rank, as in production), issuing
-// Lookups of random cached keys for --seconds. Each configuration is run
-// --runs times; the table shows the median over runs of p50, p99 and
-// throughput.
+// Starts `neffd` and `echo_server` on fresh directories and sockets,
+// publishes --entries small entries, then for each client count in --clients
+// runs that many threads, each with its own channel and stub (one connection
+// per rank, as in production), issuing Lookups of random cached keys, then
+// echoes of the same request and response sizes, for --seconds each. Lookup
+// and echo runs alternate, --runs times, so both see the same machine load.
+// Prints a markdown table of medians over runs (p50, p99, p999, calls/s and
+// the Lookup/echo ratios of each pair of runs); --data writes the same
+// figures for gnuplot.
 //
-//   bazel run -c opt //bench:lookup_bench -- --runs=5
+//   bench/run_lookup.sh   (builds -c opt, runs, writes docs/bench/lookup.*)
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -24,45 +32,61 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "daemon/store/digest.h"
+#include "bench/echo.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "tests/harness/process.h"
 
-ABSL_FLAG(std::string, clients, "1,32", "comma-separated client counts");
+ABSL_FLAG(std::string, clients, "1,8,32,128", "comma-separated client counts");
 ABSL_FLAG(int, entries, 1000, "entries published before measuring");
 ABSL_FLAG(double, seconds, 3, "measured seconds per run");
-ABSL_FLAG(int, runs, 5, "runs per client count");
+ABSL_FLAG(int, runs, 5, "runs per client count (each Lookup and echo)");
+ABSL_FLAG(std::string, only, "",
+          "'lookup' or 'echo' to measure one (profiling)");
+ABSL_FLAG(std::string, data, "", "also write the medians here, for gnuplot");
 ABSL_FLAG(std::string, workdir, "/tmp/neffd-lookup-bench", "scratch dir");
 
 namespace neffd {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct RunResult {
-  double p50_us, p99_us, lookups_per_s;
+  double p50_us, p99_us, p999_us, calls_per_s;
 };
 
-std::string Key(int i) { return absl::StrCat("bench", i); }
+// One client thread's call, made over its own stub; false if it failed.
+using Call = std::function<bool()>;
 
-std::unique_ptr<v1::CompileCache::Stub> NewStub(const std::string& address) {
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
   // A distinct channel argument gives each client its own connection.
   static std::atomic<int> n{0};
   grpc::ChannelArguments args;
   args.SetInt("neffd.bench.client", n++);
-  return v1::CompileCache::NewStub(grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args));
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+std::string Key(int i) { return absl::StrCat("bench", i); }
+
+v1::LookupRequest LookupOf(const std::string& key) {
+  v1::LookupRequest request;
+  request.mutable_id()->set_namespace_("neff");
+  request.mutable_id()->set_compiler_version("bench");
+  request.mutable_id()->set_key(key);
+  return request;
 }
 
 void Populate(const std::string& address, int entries) {
-  auto stub = NewStub(address);
+  auto stub = v1::CompileCache::NewStub(NewChannel(address));
   for (int i = 0; i < entries; ++i) {
-    v1::EntryId id;
-    id.set_namespace_("neff");
-    id.set_compiler_version("bench");
-    id.set_key(Key(i));
+    v1::EntryId id = LookupOf(Key(i)).id();
     const std::string bytes = absl::StrCat("neff ", i, std::string(4096, 'x'));
     absl::Status s = testing::PublishInline(*stub, id, bytes);
     if (!s.ok() && !absl::IsAlreadyExists(s)) {
@@ -72,43 +96,40 @@ void Populate(const std::string& address, int entries) {
   }
 }
 
-RunResult Measure(const std::string& address, int clients, int entries,
-                  absl::Duration duration) {
+// Runs `clients` threads, each calling `make_call(thread)`'s call in a loop
+// for `duration` from a common start (connections are made before it).
+RunResult Measure(int clients, absl::Duration duration,
+                  const std::function<Call(int)>& make_call) {
   std::vector<std::vector<double>> latencies(clients);
   std::vector<std::thread> threads;
   std::atomic<bool> failed{false};
+  std::atomic<int> ready{0};
+  absl::Notification go;
+  Clock::time_point end;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
-      auto stub = NewStub(address);
-      std::mt19937 rng(c);
-      std::uniform_int_distribution<int> pick(0, entries - 1);
-      v1::LookupRequest request;
-      request.mutable_id()->set_namespace_("neff");
-      request.mutable_id()->set_compiler_version("bench");
-      v1::LookupResponse response;
-      {  // connect before the clock starts
-        grpc::ClientContext warm;
-        request.mutable_id()->set_key(Key(0));
-        stub->Lookup(&warm, request, &response);
-      }
-      const absl::Time end = absl::Now() + duration;
+      Call call = make_call(c);
+      if (!call()) failed = true;  // connect before the clock starts
+      ++ready;
+      go.WaitForNotification();
       std::vector<double>& mine = latencies[c];
       mine.reserve(1 << 16);
-      while (absl::Now() < end) {
-        request.mutable_id()->set_key(Key(pick(rng)));
-        grpc::ClientContext context;
-        const absl::Time t0 = absl::Now();
-        grpc::Status s = stub->Lookup(&context, request, &response);
-        mine.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
-        if (!s.ok() || response.result() != v1::LookupResponse::HIT) {
-          failed = true;
-        }
+      for (Clock::time_point t0 = Clock::now(); t0 < end;) {
+        const bool ok = call();
+        const Clock::time_point t1 = Clock::now();
+        mine.push_back(
+            std::chrono::duration<double, std::micro>(t1 - t0).count());
+        if (!ok) failed = true;
+        t0 = t1;
       }
     });
   }
+  while (ready.load() < clients) absl::SleepFor(absl::Milliseconds(1));
+  end = Clock::now() + absl::ToChronoNanoseconds(duration);
+  go.Notify();
   for (auto& t : threads) t.join();
   if (failed) {
-    std::fprintf(stderr, "a lookup was not a hit\n");
+    std::fprintf(stderr, "a call failed or a lookup was not a hit\n");
     std::exit(1);
   }
   std::vector<double> all;
@@ -117,22 +138,50 @@ RunResult Measure(const std::string& address, int clients, int entries,
   auto pct = [&](double q) {
     return all[static_cast<size_t>(q * (all.size() - 1))];
   };
-  return RunResult{pct(0.50), pct(0.99),
+  return RunResult{pct(0.50), pct(0.99), pct(0.999),
                    all.size() / absl::ToDoubleSeconds(duration)};
 }
 
 double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
+// Medians over runs of one kind of call.
+struct Series {
+  std::vector<double> p50, p99, p999, rate;
+  void Add(const RunResult& r) {
+    p50.push_back(r.p50_us);
+    p99.push_back(r.p99_us);
+    p999.push_back(r.p999_us);
+    rate.push_back(r.calls_per_s);
+  }
+};
+
+// Waits until something serves `address` (the echo server just started).
+bool WaitForServer(const std::string& address, testing::Process& process) {
+  auto channel = NewChannel(address);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline && process.Running()) {
+    if (channel->WaitForConnected(std::chrono::system_clock::now() +
+                                  std::chrono::milliseconds(100))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int Main(int argc, char** argv) {
+  // The daemon and the echo server do the same (Debian's absl is a debug
+  // build): the client's gRPC locks should not pay the deadlock detector.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::ParseCommandLine(argc, argv);
   const std::string root = absl::GetFlag(FLAGS_workdir);
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root);
   setenv("TEST_TMPDIR", root.c_str(), 1);
-  // bazel run: the daemon binary is in this binary's runfiles.
+  // bazel run or bazel-bin: the binaries are in this binary's runfiles.
   const std::string self = std::filesystem::read_symlink("/proc/self/exe");
   setenv("TEST_SRCDIR", (self + ".runfiles").c_str(), 1);
   testing::DaemonProcess daemon(root);
@@ -141,27 +190,104 @@ int Main(int argc, char** argv) {
                  daemon.process().Stderr().c_str());
     return 1;
   }
+  const std::string echo_address =
+      absl::StrCat("unix:", daemon.socket_path(), ".echo");
+  testing::Process echo(
+      {testing::Runfile("bench/echo_server"), "--address=" + echo_address});
+  if (!WaitForServer(echo_address, echo)) {
+    std::fprintf(stderr, "echo_server did not start: %s\n",
+                 echo.Stderr().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "neffd pid %d, echo_server pid %d\n",
+               daemon.process().pid(), echo.pid());
   const int entries = absl::GetFlag(FLAGS_entries);
   Populate(daemon.address(), entries);
+  std::vector<std::string> keys;
+  for (int i = 0; i < entries; ++i) keys.push_back(Key(i));
 
-  std::printf("| clients | p50 (us) | p99 (us) | lookups/s |\n");
-  std::printf("|---:|---:|---:|---:|\n");
+  // The echo moves as many bytes as a Lookup hit does.
+  v1::LookupResponse sample;
+  {
+    auto stub = v1::CompileCache::NewStub(NewChannel(daemon.address()));
+    grpc::ClientContext context;
+    stub->Lookup(&context, LookupOf(Key(0)), &sample);
+  }
+  bench::EchoRequest echo_request;
+  echo_request.set_payload(std::string(LookupOf(Key(0)).ByteSizeLong(), 'q'));
+  echo_request.set_reply_bytes(sample.ByteSizeLong());
+
+  auto lookup_call = [&](int c) -> Call {
+    auto stub = std::shared_ptr<v1::CompileCache::Stub>(
+        v1::CompileCache::NewStub(NewChannel(daemon.address())));
+    auto rng = std::make_shared<std::mt19937>(c);
+    auto request = std::make_shared<v1::LookupRequest>(LookupOf(Key(0)));
+    auto response = std::make_shared<v1::LookupResponse>();
+    return [&keys, stub, rng, request, response] {
+      request->mutable_id()->set_key(
+          keys[std::uniform_int_distribution<int>(0, keys.size() - 1)(*rng)]);
+      grpc::ClientContext context;
+      return stub->Lookup(&context, *request, response.get()).ok() &&
+             response->result() == v1::LookupResponse::HIT;
+    };
+  };
+  auto echo_call = [&](int) -> Call {
+    auto stub = std::shared_ptr<bench::Echo::Stub>(
+        bench::Echo::NewStub(NewChannel(echo_address)));
+    auto response = std::make_shared<bench::EchoResponse>();
+    return [&echo_request, stub, response] {
+      grpc::ClientContext context;
+      return stub->Echo(&context, echo_request, response.get()).ok();
+    };
+  };
+
+  const std::string only = absl::GetFlag(FLAGS_only);
+  const absl::Duration duration = absl::Seconds(absl::GetFlag(FLAGS_seconds));
+  std::FILE* data = nullptr;
+  if (!absl::GetFlag(FLAGS_data).empty()) {
+    data = std::fopen(absl::GetFlag(FLAGS_data).c_str(), "w");
+    std::fprintf(data,
+                 "# clients lookup_p50 lookup_p99 lookup_p999 lookup_rate "
+                 "echo_p50 echo_p99 echo_p999 echo_rate (us, calls/s)\n");
+  }
+  std::printf(
+      "| clients | Lookup p50 (us) | p99 | p999 | Lookups/s | echo p50 (us) "
+      "| p99 | p999 | echoes/s | p50 Lookup/echo | throughput Lookup/echo |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (absl::string_view c :
        absl::StrSplit(absl::GetFlag(FLAGS_clients), ',')) {
     int clients = 0;
     if (!absl::SimpleAtoi(c, &clients) || clients <= 0) return 2;
-    std::vector<double> p50, p99, rate;
+    Series lookups, echoes;
+    std::vector<double> p50_ratio, rate_ratio;
     for (int r = 0; r < absl::GetFlag(FLAGS_runs); ++r) {
-      RunResult result = Measure(daemon.address(), clients, entries,
-                                 absl::Seconds(absl::GetFlag(FLAGS_seconds)));
-      p50.push_back(result.p50_us);
-      p99.push_back(result.p99_us);
-      rate.push_back(result.lookups_per_s);
+      if (only != "echo") lookups.Add(Measure(clients, duration, lookup_call));
+      if (only != "lookup") echoes.Add(Measure(clients, duration, echo_call));
+      if (only.empty()) {
+        p50_ratio.push_back(lookups.p50.back() / echoes.p50.back());
+        rate_ratio.push_back(lookups.rate.back() / echoes.rate.back());
+      }
     }
-    std::printf("| %d | %.0f | %.0f | %.0f |\n", clients, Median(p50),
-                Median(p99), Median(rate));
+    std::printf(
+        "| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f "
+        "| %.2f |\n",
+        clients, Median(lookups.p50), Median(lookups.p99), Median(lookups.p999),
+        Median(lookups.rate), Median(echoes.p50), Median(echoes.p99),
+        Median(echoes.p999), Median(echoes.rate), Median(p50_ratio),
+        Median(rate_ratio));
     std::fflush(stdout);
+    if (data != nullptr) {
+      std::fprintf(data, "%d %.1f %.1f %.1f %.0f %.1f %.1f %.1f %.0f\n",
+                   clients, Median(lookups.p50), Median(lookups.p99),
+                   Median(lookups.p999), Median(lookups.rate),
+                   Median(echoes.p50), Median(echoes.p99), Median(echoes.p999),
+                   Median(echoes.rate));
+    }
   }
+  if (data != nullptr) std::fclose(data);
+  echo.Signal(SIGTERM);
+  echo.Wait();
+  unlink(echo_address.substr(5).c_str());
   daemon.Signal(SIGTERM);
   daemon.Wait();
   return 0;

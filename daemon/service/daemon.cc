@@ -26,6 +26,7 @@
 #include "daemon/service/compile_cache_service.h"
 #include "daemon/service/health_service.h"
 #include "daemon/service/maintenance.h"
+#include "daemon/service/server_options.h"
 #include "daemon/service/telemetry.h"
 #include "daemon/store/file_util.h"
 #include "daemon/store/store.h"
@@ -343,8 +344,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   builder.RegisterService(parts->service.get());
   builder.RegisterService(parts->admin.get());
   builder.RegisterService(&parts->health);
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(options.max_inline_bytes + (1 << 20)));
+  ConfigureServer(builder, options.max_inline_bytes + (1 << 20));
   parts->server = builder.BuildAndStart();
   if (parts->server == nullptr || (socket_path.empty() && port == 0)) {
     return absl::UnavailableError(
