@@ -1,7 +1,8 @@
 // echo_server: the bare gRPC unary service that lookup_bench measures as the
 // floor under neffd's Lookup. It serves bench/echo.proto on --address with
 // neffd's own server settings (daemon/service/server_options.h) and the same
-// synchronous service API that serves Lookup, and does nothing else per call,
+// mix of service APIs (the measured call on the callback API, as Lookup is;
+// another method synchronous, as Publish is), and does nothing else per call,
 // so the difference between the two is what neffd's Lookup costs.
 //
 // Runs until SIGTERM or SIGINT.
@@ -19,15 +20,57 @@
 #include "grpcpp/security/server_credentials.h"
 
 ABSL_FLAG(std::string, address, "", "unix:/path of the socket to serve");
+ABSL_FLAG(
+    std::string, api, "mixed",
+    "mixed (as neffd: Echo on the callback API, Park synchronous), sync or "
+    "callback (every method on that API; for comparison)");
+ABSL_FLAG(int, max_pollers, 0, "override MAX_POLLERS (experiments only)");
+ABSL_FLAG(int, num_cqs, 0, "override NUM_CQS (experiments only)");
 
 namespace neffd::bench {
 namespace {
 
-class EchoService final : public Echo::Service {
+void Answer(const EchoRequest& request, EchoResponse* response) {
+  response->mutable_payload()->assign(request.reply_bytes(), 'e');
+}
+
+// neffd's shape: the unary call measured (Lookup there, Echo here) on the
+// callback API, other methods (Publish there, Park here) synchronous.
+class MixedEchoService final
+    : public Echo::WithCallbackMethod_Echo<Echo::Service> {
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
+                                 const EchoRequest* request,
+                                 EchoResponse* response) override {
+    Answer(*request, response);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  grpc::Status Park(grpc::ServerContext*, const EchoRequest* request,
+                    EchoResponse* response) override {
+    Answer(*request, response);
+    return grpc::Status::OK;
+  }
+};
+
+// For comparison: every method synchronous.
+class SyncEchoService final : public Echo::Service {
   grpc::Status Echo(grpc::ServerContext*, const EchoRequest* request,
                     EchoResponse* response) override {
-    response->mutable_payload()->assign(request->reply_bytes(), 'e');
+    Answer(*request, response);
     return grpc::Status::OK;
+  }
+};
+
+// For comparison: every method on the callback API.
+class CallbackEchoService final : public Echo::CallbackService {
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
+                                 const EchoRequest* request,
+                                 EchoResponse* response) override {
+    Answer(*request, response);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
   }
 };
 
@@ -42,12 +85,31 @@ int Main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  EchoService service;
+  MixedEchoService mixed;
+  SyncEchoService sync;
+  CallbackEchoService callback;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::GetFlag(FLAGS_address),
                            grpc::InsecureServerCredentials());
-  builder.RegisterService(&service);
-  ConfigureServer(builder, 1 << 20);
+  const std::string api = absl::GetFlag(FLAGS_api);
+  if (api == "sync") {
+    builder.RegisterService(&sync);
+  } else if (api == "callback") {
+    builder.RegisterService(&callback);
+  } else {
+    builder.RegisterService(&mixed);
+  }
+  // neffd's default limit (--max_inline_bytes plus framing).
+  ConfigureServer(builder, (16 << 20) + (1 << 20));
+  if (absl::GetFlag(FLAGS_max_pollers) > 0) {
+    builder.SetSyncServerOption(
+        grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+        absl::GetFlag(FLAGS_max_pollers));
+  }
+  if (absl::GetFlag(FLAGS_num_cqs) > 0) {
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
+                                absl::GetFlag(FLAGS_num_cqs));
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     std::fprintf(stderr, "echo_server: cannot listen on %s\n",

@@ -15,6 +15,7 @@
 //   bench/run_lookup.sh   (builds -c opt, runs, writes docs/bench/lookup.*)
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,8 @@ ABSL_FLAG(int, runs, 5, "runs per client count (each Lookup and echo)");
 ABSL_FLAG(std::string, only, "",
           "'lookup' or 'echo' to measure one (profiling)");
 ABSL_FLAG(std::string, data, "", "also write the medians here, for gnuplot");
+ABSL_FLAG(std::string, echo_flags, "",
+          "extra echo_server flags, space-separated (experiments)");
 ABSL_FLAG(std::string, workdir, "/tmp/neffd-lookup-bench", "scratch dir");
 
 namespace neffd {
@@ -59,7 +62,35 @@ using Clock = std::chrono::steady_clock;
 
 struct RunResult {
   double p50_us, p99_us, p999_us, calls_per_s;
+  // CPU time per call of the server process and of this (client) process:
+  // unlike throughput, it does not depend on how much of the shared machine
+  // the run got.
+  double server_cpu_us, client_cpu_us;
 };
+
+// User + system CPU seconds of process `pid` so far.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  // Fields after the parenthesised command name; utime and stime are the
+  // 14th and 15th fields of the line.
+  std::vector<std::string> f =
+      absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
+  double ticks = 0;
+  for (int i : {11, 12}) {
+    double v = 0;
+    if (i < static_cast<int>(f.size()) && absl::SimpleAtod(f[i], &v))
+      ticks += v;
+  }
+  return ticks / sysconf(_SC_CLK_TCK);
+}
+
+double SelfCpuSeconds() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 // One client thread's call, made over its own stub; false if it failed.
 using Call = std::function<bool()>;
@@ -83,22 +114,39 @@ v1::LookupRequest LookupOf(const std::string& key) {
   return request;
 }
 
+// Publishes the entries from a few threads (each publish fsyncs), then looks
+// each up once so that the host's local copies exist before measuring.
 void Populate(const std::string& address, int entries) {
-  auto stub = v1::CompileCache::NewStub(NewChannel(address));
-  for (int i = 0; i < entries; ++i) {
-    v1::EntryId id = LookupOf(Key(i)).id();
-    const std::string bytes = absl::StrCat("neff ", i, std::string(4096, 'x'));
-    absl::Status s = testing::PublishInline(*stub, id, bytes);
-    if (!s.ok() && !absl::IsAlreadyExists(s)) {
-      std::fprintf(stderr, "publish failed: %s\n", s.ToString().c_str());
-      std::exit(1);
-    }
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = v1::CompileCache::NewStub(NewChannel(address));
+      for (int i = t; i < entries; i += kThreads) {
+        v1::EntryId id = LookupOf(Key(i)).id();
+        const std::string bytes =
+            absl::StrCat("neff ", i, std::string(4096, 'x'));
+        absl::Status s = testing::PublishInline(*stub, id, bytes);
+        grpc::ClientContext context;
+        v1::LookupResponse response;
+        grpc::Status found =
+            stub->Lookup(&context, LookupOf(Key(i)), &response);
+        if ((!s.ok() && !absl::IsAlreadyExists(s)) || !found.ok() ||
+            response.result() != v1::LookupResponse::HIT) {
+          std::fprintf(stderr, "populating %s failed: %s / %s\n",
+                       Key(i).c_str(), s.ToString().c_str(),
+                       found.error_message().c_str());
+          std::exit(1);
+        }
+      }
+    });
   }
+  for (auto& t : threads) t.join();
 }
 
 // Runs `clients` threads, each calling `make_call(thread)`'s call in a loop
 // for `duration` from a common start (connections are made before it).
-RunResult Measure(int clients, absl::Duration duration,
+RunResult Measure(int clients, absl::Duration duration, pid_t server,
                   const std::function<Call(int)>& make_call) {
   std::vector<std::vector<double>> latencies(clients);
   std::vector<std::thread> threads;
@@ -125,9 +173,13 @@ RunResult Measure(int clients, absl::Duration duration,
     });
   }
   while (ready.load() < clients) absl::SleepFor(absl::Milliseconds(1));
+  const double server_cpu0 = ProcessCpuSeconds(server);
+  const double client_cpu0 = SelfCpuSeconds();
   end = Clock::now() + absl::ToChronoNanoseconds(duration);
   go.Notify();
   for (auto& t : threads) t.join();
+  const double server_cpu = ProcessCpuSeconds(server) - server_cpu0;
+  const double client_cpu = SelfCpuSeconds() - client_cpu0;
   if (failed) {
     std::fprintf(stderr, "a call failed or a lookup was not a hit\n");
     std::exit(1);
@@ -138,8 +190,12 @@ RunResult Measure(int clients, absl::Duration duration,
   auto pct = [&](double q) {
     return all[static_cast<size_t>(q * (all.size() - 1))];
   };
-  return RunResult{pct(0.50), pct(0.99), pct(0.999),
-                   all.size() / absl::ToDoubleSeconds(duration)};
+  return RunResult{pct(0.50),
+                   pct(0.99),
+                   pct(0.999),
+                   all.size() / absl::ToDoubleSeconds(duration),
+                   server_cpu * 1e6 / all.size(),
+                   client_cpu * 1e6 / all.size()};
 }
 
 double Median(std::vector<double> v) {
@@ -150,8 +206,10 @@ double Median(std::vector<double> v) {
 
 // Medians over runs of one kind of call.
 struct Series {
-  std::vector<double> p50, p99, p999, rate;
+  std::vector<double> p50, p99, p999, rate, server_cpu, client_cpu;
   void Add(const RunResult& r) {
+    server_cpu.push_back(r.server_cpu_us);
+    client_cpu.push_back(r.client_cpu_us);
     p50.push_back(r.p50_us);
     p99.push_back(r.p99_us);
     p999.push_back(r.p999_us);
@@ -192,8 +250,13 @@ int Main(int argc, char** argv) {
   }
   const std::string echo_address =
       absl::StrCat("unix:", daemon.socket_path(), ".echo");
-  testing::Process echo(
-      {testing::Runfile("bench/echo_server"), "--address=" + echo_address});
+  std::vector<std::string> echo_argv = {testing::Runfile("bench/echo_server"),
+                                        "--address=" + echo_address};
+  for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_echo_flags),
+                                            ' ', absl::SkipEmpty())) {
+    echo_argv.emplace_back(f);
+  }
+  testing::Process echo(echo_argv);
   if (!WaitForServer(echo_address, echo)) {
     std::fprintf(stderr, "echo_server did not start: %s\n",
                  echo.Stderr().c_str());
@@ -203,6 +266,7 @@ int Main(int argc, char** argv) {
                daemon.process().pid(), echo.pid());
   const int entries = absl::GetFlag(FLAGS_entries);
   Populate(daemon.address(), entries);
+  std::fprintf(stderr, "populated %d entries; measuring\n", entries);
   std::vector<std::string> keys;
   for (int i = 0; i < entries; ++i) keys.push_back(Key(i));
 
@@ -227,8 +291,12 @@ int Main(int argc, char** argv) {
       request->mutable_id()->set_key(
           keys[std::uniform_int_distribution<int>(0, keys.size() - 1)(*rng)]);
       grpc::ClientContext context;
-      return stub->Lookup(&context, *request, response.get()).ok() &&
-             response->result() == v1::LookupResponse::HIT;
+      grpc::Status s = stub->Lookup(&context, *request, response.get());
+      if (s.ok() && response->result() == v1::LookupResponse::HIT) return true;
+      std::fprintf(stderr, "Lookup %s: %s, result %d\n",
+                   request->id().key().c_str(), s.error_message().c_str(),
+                   static_cast<int>(response->result()));
+      return false;
     };
   };
   auto echo_call = [&](int) -> Call {
@@ -237,7 +305,10 @@ int Main(int argc, char** argv) {
     auto response = std::make_shared<bench::EchoResponse>();
     return [&echo_request, stub, response] {
       grpc::ClientContext context;
-      return stub->Echo(&context, echo_request, response.get()).ok();
+      grpc::Status s = stub->Echo(&context, echo_request, response.get());
+      if (!s.ok())
+        std::fprintf(stderr, "Echo: %s\n", s.error_message().c_str());
+      return s.ok();
     };
   };
 
@@ -248,42 +319,69 @@ int Main(int argc, char** argv) {
     data = std::fopen(absl::GetFlag(FLAGS_data).c_str(), "w");
     std::fprintf(data,
                  "# clients lookup_p50 lookup_p99 lookup_p999 lookup_rate "
-                 "echo_p50 echo_p99 echo_p999 echo_rate (us, calls/s)\n");
+                 "echo_p50 echo_p99 echo_p999 echo_rate lookup_server_cpu "
+                 "echo_server_cpu (us, calls/s, us per call)\n");
   }
-  std::printf(
+  std::string latency_table =
       "| clients | Lookup p50 (us) | p99 | p999 | Lookups/s | echo p50 (us) "
-      "| p99 | p999 | echoes/s | p50 Lookup/echo | throughput Lookup/echo |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| p99 | p999 | echoes/s | p50 Lookup/echo | throughput Lookup/echo |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::string cpu_table =
+      "| clients | neffd CPU/Lookup (us) | echo_server CPU/echo (us) | "
+      "server Lookup/echo | client CPU/Lookup (us) | client CPU/echo (us) | "
+      "2-core bound Lookups/s | 2-core bound echoes/s |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (absl::string_view c :
        absl::StrSplit(absl::GetFlag(FLAGS_clients), ',')) {
     int clients = 0;
     if (!absl::SimpleAtoi(c, &clients) || clients <= 0) return 2;
     Series lookups, echoes;
-    std::vector<double> p50_ratio, rate_ratio;
+    std::vector<double> p50_ratio, rate_ratio, cpu_ratio;
     for (int r = 0; r < absl::GetFlag(FLAGS_runs); ++r) {
-      if (only != "echo") lookups.Add(Measure(clients, duration, lookup_call));
-      if (only != "lookup") echoes.Add(Measure(clients, duration, echo_call));
+      if (only != "echo") {
+        lookups.Add(
+            Measure(clients, duration, daemon.process().pid(), lookup_call));
+      }
+      if (only != "lookup") {
+        echoes.Add(Measure(clients, duration, echo.pid(), echo_call));
+      }
       if (only.empty()) {
         p50_ratio.push_back(lookups.p50.back() / echoes.p50.back());
         rate_ratio.push_back(lookups.rate.back() / echoes.rate.back());
+        cpu_ratio.push_back(lookups.server_cpu.back() /
+                            echoes.server_cpu.back());
       }
     }
-    std::printf(
+    const std::string row = absl::StrFormat(
         "| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f "
         "| %.2f |\n",
         clients, Median(lookups.p50), Median(lookups.p99), Median(lookups.p999),
         Median(lookups.rate), Median(echoes.p50), Median(echoes.p99),
         Median(echoes.p999), Median(echoes.rate), Median(p50_ratio),
         Median(rate_ratio));
-    std::fflush(stdout);
+    std::fprintf(stderr, "%s", row.c_str());
+    latency_table += row;
+    // What two otherwise idle cores could do if they only ran this client
+    // and this server.
+    auto bound = [](const Series& s) {
+      const double cpu = Median(s.server_cpu) + Median(s.client_cpu);
+      return cpu > 0 ? 2e6 / cpu : 0;
+    };
+    absl::StrAppendFormat(
+        &cpu_table, "| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.0f | %.0f |\n",
+        clients, Median(lookups.server_cpu), Median(echoes.server_cpu),
+        Median(cpu_ratio), Median(lookups.client_cpu),
+        Median(echoes.client_cpu), bound(lookups), bound(echoes));
     if (data != nullptr) {
-      std::fprintf(data, "%d %.1f %.1f %.1f %.0f %.1f %.1f %.1f %.0f\n",
-                   clients, Median(lookups.p50), Median(lookups.p99),
-                   Median(lookups.p999), Median(lookups.rate),
-                   Median(echoes.p50), Median(echoes.p99), Median(echoes.p999),
-                   Median(echoes.rate));
+      std::fprintf(
+          data, "%d %.1f %.1f %.1f %.0f %.1f %.1f %.1f %.0f %.1f %.1f\n",
+          clients, Median(lookups.p50), Median(lookups.p99),
+          Median(lookups.p999), Median(lookups.rate), Median(echoes.p50),
+          Median(echoes.p99), Median(echoes.p999), Median(echoes.rate),
+          Median(lookups.server_cpu), Median(echoes.server_cpu));
     }
   }
+  std::printf("%s\n%s", latency_table.c_str(), cpu_table.c_str());
   if (data != nullptr) std::fclose(data);
   echo.Signal(SIGTERM);
   echo.Wait();

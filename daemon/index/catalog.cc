@@ -17,10 +17,9 @@ Catalog::Catalog(Store* neff_store, Store* hlo_store, Index* index,
       now_(std::move(now)),
       revalidate_(revalidate) {}
 
-bool Catalog::RecentlyValidated(const std::string& canonical) {
-  absl::MutexLock lock(&mu_);
-  auto it = validated_.find(canonical);
-  return it != validated_.end() && now_() - it->second < revalidate_;
+void Catalog::Invalidate(const std::string& canonical) {
+  hot_.erase(canonical);
+  ++generation_;
 }
 
 Store& Catalog::StoreFor(Namespace ns) const {
@@ -35,29 +34,38 @@ void Catalog::Touch(const std::string& canonical) {
 }
 
 Catalog::FindResult Catalog::Find(const EntryKey& id) {
+  const std::string canonical = id.Canonical();
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = now_();
+    auto it = hot_.find(canonical);
+    if (it != hot_.end() && now - it->second.validated < revalidate_) {
+      accessed_[canonical] = now;
+      return it->second.entry;
+    }
+    generation = generation_;
+  }
   absl::StatusOr<std::optional<v1::IndexRecord>> record = index_->Get(id);
   if (!record.ok()) return record.status();
   if (record->has_value()) {
-    const v1::IndexRecord& r = **record;
+    v1::IndexRecord& r = **record;
     FileIdentity verified{r.verified_inode(), r.entry().size(),
                           r.verified_mtime_ns(), r.verified_ctime_ns()};
-    const std::string canonical = id.Canonical();
-    const bool fresh = RecentlyValidated(canonical);
-    if (fresh || StoreFor(id).StillValid(id, verified)) {
+    if (StoreFor(id).StillValid(id, verified)) {
       absl::MutexLock lock(&mu_);
       const absl::Time now = now_();
       accessed_[canonical] = now;
-      if (!fresh) validated_[canonical] = now;
-      return r.entry();
+      if (generation == generation_) hot_[canonical] = Hot{now, r.entry()};
+      return std::move(*r.mutable_entry());
     }
     {
       absl::MutexLock lock(&mu_);
-      validated_.erase(canonical);
+      Invalidate(canonical);
     }
     if (absl::Status s = index_->Delete(id); !s.ok()) return s;
   }
   // One probe per key at a time; latecomers share its result.
-  const std::string canonical = id.Canonical();
   std::shared_ptr<Probe> probe;
   bool leader = false;
   {
@@ -92,6 +100,10 @@ Catalog::FindResult Catalog::ProbeStore(const EntryKey& id) {
 }
 
 absl::Status Catalog::Record(const EntryKey& id, const StoredEntry& stored) {
+  {
+    absl::MutexLock lock(&mu_);
+    Invalidate(id.Canonical());
+  }
   v1::IndexRecord record;
   *record.mutable_entry() = stored.entry;
   record.set_verified_inode(stored.identity.inode);
@@ -105,7 +117,7 @@ absl::Status Catalog::Forget(const EntryKey& id) {
   {
     absl::MutexLock lock(&mu_);
     accessed_.erase(id.Canonical());
-    validated_.erase(id.Canonical());
+    Invalidate(id.Canonical());
   }
   return index_->Delete(id);
 }
@@ -139,6 +151,10 @@ absl::Status Catalog::FlushAccessTimes() {
   {
     absl::MutexLock lock(&mu_);
     batch.swap(accessed_);
+    const absl::Time now = now_();
+    absl::erase_if(hot_, [&](const auto& kv) {
+      return now - kv.second.validated >= revalidate_;
+    });
   }
   for (const auto& [canonical, when] : batch) {
     absl::StatusOr<EntryKey> id = EntryKey::FromCanonical(canonical);

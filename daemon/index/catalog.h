@@ -5,7 +5,9 @@
 //   - a hit in the index is served if the artifact still has the identity
 //     that was verified on this host (two stats, no reads), checked at most
 //     once per `revalidate` per entry so a hot entry costs the shared
-//     filesystem nothing per rank;
+//     filesystem nothing per rank; within that window the entry is served
+//     from memory without reading the index either (Record and Forget, the
+//     only writers of entries, drop it there);
 //   - otherwise the store is probed and fully verified (damage is
 //     quarantined there); a verified entry is written back to the index, so
 //     entries published by other hosts become hits without a restart;
@@ -61,17 +63,26 @@ class Catalog {
   absl::Time LastServed(const EntryKey& id,
                         const v1::IndexRecord& record) const;
 
-  // Writes remembered access times to the index.
+  // Writes remembered access times to the index, and forgets hot entries
+  // whose validation has expired (so memory follows the hot set, not the
+  // index).
   absl::Status FlushAccessTimes();
 
  private:
   struct Probe;
+  // An entry whose artifact was seen unchanged in the store at `validated`.
+  struct Hot {
+    absl::Time validated;
+    v1::Entry entry;
+  };
   using FindResult = absl::StatusOr<std::optional<v1::Entry>>;
 
   FindResult ProbeStore(const EntryKey& id);
   void Touch(const std::string& canonical);
-  // True if the entry was seen unchanged within `revalidate`.
-  bool RecentlyValidated(const std::string& canonical);
+  // Drops `canonical` from the hot entries and makes any Find that read the
+  // index before now leave them alone.
+  void Invalidate(const std::string& canonical)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Store* const neff_store_;
   Store* const hlo_store_;
@@ -84,8 +95,12 @@ class Catalog {
       ABSL_GUARDED_BY(mu_);
   // Access times not yet flushed, by EntryKey::Canonical().
   absl::flat_hash_map<std::string, absl::Time> accessed_ ABSL_GUARDED_BY(mu_);
-  // When each entry's artifact was last seen unchanged in the store.
-  absl::flat_hash_map<std::string, absl::Time> validated_ ABSL_GUARDED_BY(mu_);
+  // Entries validated within `revalidate`, by EntryKey::Canonical().
+  absl::flat_hash_map<std::string, Hot> hot_ ABSL_GUARDED_BY(mu_);
+  // Bumped by every Invalidate: a Find that read the index under an older
+  // generation may have read a record that is gone, so it must not make it
+  // hot.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace neffd

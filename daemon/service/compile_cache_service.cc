@@ -123,10 +123,17 @@ absl::StatusOr<std::optional<v1::Entry>> CompileCacheService::Serve(
   return Localize(id, **found);
 }
 
-grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
-                                         const v1::LookupRequest* request,
-                                         v1::LookupResponse* response) {
-  absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
+grpc::ServerUnaryReactor* CompileCacheService::Lookup(
+    grpc::CallbackServerContext* context, const v1::LookupRequest* request,
+    v1::LookupResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(AnswerLookup(*request, response));
+  return reactor;
+}
+
+grpc::Status CompileCacheService::AnswerLookup(const v1::LookupRequest& request,
+                                               v1::LookupResponse* response) {
+  absl::StatusOr<EntryKey> id = EntryKey::Parse(request.id());
   if (!id.ok()) return ToGrpcStatus(id.status());
   if (locks_->Held(*id)) {  // being compiled on this host: a miss for now
     telemetry_->CountLookup(id->ns(), LookupResult::kMiss);
@@ -138,7 +145,7 @@ grpc::Status CompileCacheService::Lookup(grpc::ServerContext*,
   if (entry->has_value()) {
     telemetry_->CountLookup(id->ns(), LookupResult::kHit);
     response->set_result(v1::LookupResponse::HIT);
-    *response->mutable_entry() = **entry;
+    *response->mutable_entry() = *std::move(*entry);
     return grpc::Status::OK;
   }
   if (std::optional<v1::Failure> failure = StoreFor(*id).FindFailure(*id)) {

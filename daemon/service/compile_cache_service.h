@@ -9,8 +9,11 @@
 // message that starts with the field's name.
 //
 // Lock is served with the callback API: a waiting Lock is a parked callback in
-// the LockTable, not a thread. The other methods are synchronous; Publish may
-// spend seconds copying and hashing a large file.
+// the LockTable, not a thread. Lookup is too, because it is the call ranks
+// make most and the callback API costs the least CPU per call (measured in
+// docs/BENCHMARKS.md); a hit does no I/O but an occasional pair of stats. The
+// other methods are synchronous; Publish may spend seconds copying and
+// hashing a large file.
 //
 // Thread-safe. The stores, index, lock table and telemetry must outlive the
 // service.
@@ -50,8 +53,9 @@ struct ServiceOptions {
 };
 
 class CompileCacheService final
-    : public v1::CompileCache::WithCallbackMethod_Lock<
-          v1::CompileCache::Service> {
+    : public v1::CompileCache::WithCallbackMethod_Lookup<
+          v1::CompileCache::WithCallbackMethod_Lock<
+              v1::CompileCache::Service>> {
  public:
   // `tier` (may be null) serves neff entries from local copies.
   CompileCacheService(ServiceOptions options, Catalog* catalog,
@@ -61,9 +65,9 @@ class CompileCacheService final
   // with the gauges and the per-version index totals.
   v1::Stats CumulativeStats() const;
 
-  grpc::Status Lookup(grpc::ServerContext* context,
-                      const v1::LookupRequest* request,
-                      v1::LookupResponse* response) override;
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
+                                   const v1::LookupRequest* request,
+                                   v1::LookupResponse* response) override;
   grpc::ServerUnaryReactor* Lock(grpc::CallbackServerContext* context,
                                  const v1::LockRequest* request,
                                  v1::LockResponse* response) override;
@@ -84,6 +88,8 @@ class CompileCacheService final
   class LockReactor;
 
   Store& StoreFor(const EntryKey& id) const { return catalog_->StoreFor(id); }
+  grpc::Status AnswerLookup(const v1::LookupRequest& request,
+                            v1::LookupResponse* response);
   bool UsesTier(const EntryKey& id) const;
   // The entry to hand a rank: verified, and local when the tier has it.
   absl::StatusOr<std::optional<v1::Entry>> Serve(const EntryKey& id);
