@@ -87,6 +87,7 @@ double Fill(const std::string& index_dir, const std::string& neff_root,
     std::fprintf(stderr, "%s\n", index.status().ToString().c_str());
     std::exit(1);
   }
+  std::vector<std::pair<EntryKey, v1::IndexRecord>> batch;
   for (int i = from; i < to; ++i) {
     const std::string version = absl::StrCat(kVersion, "-", i % kFillVersions);
     EntryKey id = *EntryKey::Parse("neff", version, Key(i));
@@ -102,9 +103,13 @@ double Fill(const std::string& index_dir, const std::string& neff_root,
     record.set_verified_inode(1000000 + i);
     record.set_verified_mtime_ns(i);
     record.set_verified_ctime_ns(i);
-    if (absl::Status s = (*index)->Put(id, record); !s.ok()) {
-      std::fprintf(stderr, "fill: %s\n", s.ToString().c_str());
-      std::exit(1);
+    batch.emplace_back(std::move(id), std::move(record));
+    if (batch.size() == 10000 || i + 1 == to) {
+      if (absl::Status s = (*index)->PutAll(batch); !s.ok()) {
+        std::fprintf(stderr, "fill: %s\n", s.ToString().c_str());
+        std::exit(1);
+      }
+      batch.clear();
     }
   }
   (void)(*index)->Flush();

@@ -256,6 +256,41 @@ absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
   return absl::OkStatus();
 }
 
+absl::Status Index::PutAll(
+    const std::vector<std::pair<EntryKey, v1::IndexRecord>>& records) {
+  absl::MutexLock lock(&write_mu_);
+  Totals next = totals_;
+  VersionMap versions = versions_;
+  rocksdb::WriteBatch batch;
+  for (const auto& [id, record] : records) {
+    absl::StatusOr<std::optional<v1::IndexRecord>> old = Get(id);
+    if (!old.ok()) return old.status();
+    Totals& version =
+        versions[{std::string(NamespaceName(id.ns())), id.compiler_version()}];
+    for (Totals* t : {&next, &version}) {
+      if (old->has_value()) {
+        --t->entries;
+        t->bytes -= (*old)->entry().size();
+      }
+      ++t->entries;
+      t->bytes += record.entry().size();
+    }
+    batch.Put(RowKey(id), record.SerializeAsString());
+  }
+  batch.Put(kTotalsKey, EncodeTotals(next));
+  for (const auto& [group, t] : versions) {
+    batch.Put(VersionRowKey(group.first, group.second), EncodeTotals(t));
+  }
+  if (absl::Status s =
+          FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "put all");
+      !s.ok()) {
+    return s;
+  }
+  totals_ = next;
+  versions_ = std::move(versions);
+  return absl::OkStatus();
+}
+
 void Index::ForEach(
     const std::function<bool(const EntryKey&, const v1::IndexRecord&)>& visit)
     const {

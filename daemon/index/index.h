@@ -63,6 +63,10 @@ class Index {
   absl::StatusOr<std::optional<v1::IndexRecord>> Get(const EntryKey& id) const;
   absl::Status Put(const EntryKey& id, const v1::IndexRecord& record);
   absl::Status Delete(const EntryKey& id);
+  // Puts many records in one write batch (imports, tools that build an
+  // index): all or none are written. Keys must be distinct.
+  absl::Status PutAll(
+      const std::vector<std::pair<EntryKey, v1::IndexRecord>>& records);
 
   // Calls `visit` for every entry in key order until it returns false. Sees
   // a consistent snapshot; writers are not blocked.

@@ -87,6 +87,23 @@ TEST(IndexTest, VersionTotalsFollowPutsAndDeletesAndSurviveReopen) {
   EXPECT_EQ(index->totals().bytes, 28u);
 }
 
+TEST(IndexTest, PutAllKeepsTheTotalsOfEveryGroup) {
+  const std::string dir = FreshDir("putall");
+  auto index = *Index::Open(dir);
+  ASSERT_TRUE(
+      index->Put(*EntryKey::Parse("neff", "1", "a"), Record("/a", 4)).ok());
+  std::vector<std::pair<EntryKey, v1::IndexRecord>> records = {
+      {*EntryKey::Parse("neff", "1", "a"), Record("/a", 6)},  // replaces
+      {*EntryKey::Parse("neff", "1", "b"), Record("/b", 1)},
+      {*EntryKey::Parse("hlo", "2", "c"), Record("/c", 2)}};
+  ASSERT_TRUE(index->PutAll(records).ok());
+  EXPECT_EQ(Describe(index->version_totals()), "hlo/2=1:2 neff/1=2:7 ");
+  EXPECT_EQ(index->totals().entries, 3u);
+  EXPECT_EQ(index->totals().bytes, 9u);
+  EXPECT_EQ((*index->Get(*EntryKey::Parse("neff", "1", "a")))->entry().size(),
+            6u);
+}
+
 TEST(IndexTest, IndexWithoutVersionTotalsGetsThemOnOpen) {
   const std::string dir = FreshDir("upgrade");
   {
