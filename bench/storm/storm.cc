@@ -1,18 +1,23 @@
 // storm: the SPMD compile storm (docs/BENCHMARKS.md). R rank processes ask
-// for K graphs in the same order, with a barrier after each graph (ranks of
-// one job run collectives, so none starts graph i+1 before all hold graph
-// i); fake compiles take C ms and write S bytes. Modes:
-//   daemon    the client library with a real neffd
-//   fallback  the client library without a daemon (flock + atomic publish)
-//   legacy    every rank runs libneuronxla's protocol on the shared dir
-// Fails (exit 1) on any correctness problem: compiles != K, a rank error, a
-// byte mismatch. Prints one markdown row per mode.
+// for K graphs, with a barrier after each step (ranks of one job run
+// collectives, so none starts step i+1 before all hold step i's graph); fake
+// compiles take C ms and write S bytes. Modes (--modes, comma-separated):
+//   daemon        the client library with a real neffd
+//   fallback      the client library without a daemon (flock + atomic publish)
+//   legacy[:MS]   every rank runs libneuronxla's protocol on the shared dir,
+//                 polling every MS (default --poll_ms)
+// --order=same: every rank asks for the graphs in the same order (SPMD);
+// random: each rank its own permutation (still a barrier per step).
+// --warm: the store is populated first (one rank, not timed; the daemon is
+// then restarted on an empty local dir, i.e. a fresh host), then R ranks
+// look up and read the K entries: nothing may compile.
+// Fails (exit 1) on any correctness problem: compiles != K (0 when warm), a
+// rank error, a byte mismatch. Prints one markdown row per mode.
 //
-//   bazel run -c opt //bench/storm:storm -- --ranks=128 --graphs=64
-//       --compile_ms=200 --neff_bytes=8388608 --modes=daemon,legacy,fallback
-#include <fcntl.h>
+//   bazel run -c opt //bench/storm:storm -- --modes=daemon,legacy:100
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,21 +37,45 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/storm/expected.h"
 #include "tests/harness/process.h"
 
 ABSL_FLAG(int, ranks, 128, "rank processes");
 ABSL_FLAG(int, graphs, 64, "graphs");
 ABSL_FLAG(int, compile_ms, 200, "fake compile time");
 ABSL_FLAG(int64_t, neff_bytes, 8 << 20, "NEFF size");
-ABSL_FLAG(std::string, modes, "daemon,legacy", "daemon, legacy, fallback");
-ABSL_FLAG(int, poll_ms, 1000, "legacy ranks' poll interval");
-ABSL_FLAG(bool, random_order, false, "each rank its own order");
+ABSL_FLAG(std::string, modes, "daemon,legacy:100,legacy:1000",
+          "daemon, fallback, legacy[:poll ms]");
+ABSL_FLAG(int, poll_ms, 1000, "legacy ranks' poll interval (legacy w/o :MS)");
+ABSL_FLAG(std::string, order, "same", "same (SPMD) or random per rank");
+ABSL_FLAG(bool, warm, false, "populate first; ranks only look up and read");
 ABSL_FLAG(std::string, workdir, "/tmp/neffd-storm", "scratch directory");
+ABSL_FLAG(std::string, daemon_flags, "--poll_interval=0.1",
+          "extra neffd flags, space-separated");
 
 extern char** environ;
 
 namespace neffd::bench {
 namespace {
+
+struct Mode {
+  std::string kind;  // daemon, fallback, legacy
+  int poll_ms = 0;
+  std::string label;
+};
+
+Mode ParseMode(absl::string_view spec) {
+  Mode m;
+  std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  m.kind = parts[0];
+  m.label = m.kind;
+  if (m.kind == "legacy") {
+    m.poll_ms = absl::GetFlag(FLAGS_poll_ms);
+    if (parts.size() > 1) (void)absl::SimpleAtoi(parts[1], &m.poll_ms);
+    m.label = absl::StrFormat("legacy@%gs", m.poll_ms / 1000.0);
+  }
+  return m;
+}
 
 struct Rank {
   pid_t pid = -1;
@@ -116,95 +145,149 @@ double CpuSeconds(pid_t pid) {
   return (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
 }
 
-// Runs one mode; returns false on a correctness failure.
-bool RunMode(const std::string& mode) {
-  const int ranks = absl::GetFlag(FLAGS_ranks);
-  const int graphs = absl::GetFlag(FLAGS_graphs);
-  const std::string root = absl::GetFlag(FLAGS_workdir) + "/" + mode;
-  std::filesystem::remove_all(root);
-  std::filesystem::create_directories(root + "/neff");
-  setenv("TEST_TMPDIR", root.c_str(), 1);
-  std::unique_ptr<testing::DaemonProcess> daemon;
-  if (mode == "daemon") {
-    daemon = std::make_unique<testing::DaemonProcess>(
-        root, std::vector<std::string>{"--poll_interval=0.1"});
-    if (!daemon->Start()) {
-      std::fprintf(stderr, "neffd did not start\n");
-      return false;
-    }
-  }
+// What the ranks of one phase measured.
+struct Phase {
+  bool ok = true;
+  double wall_s = 0;
+  size_t compiles = 0;
+  std::vector<double> handoff_ms;  // compile end -> waiter holds the path
+  std::vector<double> publish_ms;  // compile end -> publisher holds the path
+  uint64_t ops = 0, bytes = 0;     // the ranks' own shared-dir counts
+  double rank_cpu_s = 0;
+};
+
+// Runs `ranks` rank processes over `graphs` steps against `root`.
+Phase RunRanks(const Mode& mode, const std::string& root,
+               const std::string& address, int ranks, int graphs) {
+  Phase phase;
   const std::string log = root + "/compiles.txt";
+  unlink(log.c_str());
+  const bool random = absl::GetFlag(FLAGS_order) == "random";
   std::vector<Rank> procs;
   for (int r = 0; r < ranks; ++r) {
     std::vector<std::string> env = {
         "TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/neff",
         "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root + "/local",
-        "TORCH_NEURONX_DEBUG_DIR=" + root + "/debug", absl::StrCat("RANK=", r)};
-    env.push_back("NEFFD_ADDRESS=" +
-                  (daemon ? daemon->address() : "unix:" + root + "/none"));
-    procs.push_back(Spawn(
-        {testing::Runfile("bench/storm/storm_rank"), "--mode=" + mode,
-         absl::StrCat("--graphs=", graphs),
-         absl::StrCat("--compile_ms=", absl::GetFlag(FLAGS_compile_ms)),
-         absl::StrCat("--neff_bytes=", absl::GetFlag(FLAGS_neff_bytes)),
-         absl::StrCat("--poll_ms=", absl::GetFlag(FLAGS_poll_ms)),
-         absl::StrCat("--seed=", absl::GetFlag(FLAGS_random_order) ? 0 : -1),
-         "--compile_log=" + log},
-        env));
+        "TORCH_NEURONX_DEBUG_DIR=" + root + "/debug", absl::StrCat("RANK=", r),
+        "NEFFD_ADDRESS=" + address};
+    procs.push_back(
+        Spawn({testing::Runfile("bench/storm/storm_rank"),
+               "--mode=" + mode.kind, absl::StrCat("--graphs=", graphs),
+               absl::StrCat("--compile_ms=", absl::GetFlag(FLAGS_compile_ms)),
+               absl::StrCat("--neff_bytes=", absl::GetFlag(FLAGS_neff_bytes)),
+               absl::StrCat("--poll_ms=", mode.poll_ms),
+               absl::StrCat("--seed=", random ? 0 : -1),
+               "--expected_dir=" + absl::GetFlag(FLAGS_workdir) + "/expected",
+               "--compile_log=" + log},
+              env));
   }
-  bool ok = true;
-  std::vector<double> handoff_ms;
   const absl::Time start = absl::Now();
-  for (int step = 0; step < graphs && ok; ++step) {
+  for (int step = 0; step < graphs && phase.ok; ++step) {
     for (Rank& p : procs) {
       std::fputs("go\n", p.to);
       std::fflush(p.to);
     }
-    std::map<int, std::vector<std::pair<int64_t, bool>>> by_graph;
+    // graph -> (holds-path time, compile end time or 0 if it did not compile)
+    std::map<int, std::vector<std::pair<int64_t, int64_t>>> by_graph;
     for (Rank& p : procs) {
       std::vector<std::string> f = absl::StrSplit(ReadLine(p.from), ' ');
       int g = 0;
-      int64_t us = 0;
+      int64_t us = 0, compiled_us = 0;
       if (f.size() < 4 || f[0] != "got" || !absl::SimpleAtoi(f[1], &g) ||
-          !absl::SimpleAtoi(f[2], &us)) {
-        std::fprintf(stderr, "%s rank failed: %s\n", mode.c_str(),
+          !absl::SimpleAtoi(f[2], &us) ||
+          !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[3]), &compiled_us)) {
+        std::fprintf(stderr, "%s rank failed: %s\n", mode.label.c_str(),
                      absl::StrJoin(f, " ").c_str());
-        ok = false;
+        phase.ok = false;
         break;
       }
-      by_graph[g].push_back({us, absl::StartsWith(f[3], "1")});
+      by_graph[g].push_back({us, compiled_us});
     }
     for (auto& [g, got] : by_graph) {
-      int64_t published = 0;
-      for (auto& [us, compiled] : got) {
-        if (compiled) published = us;
+      int64_t compiled_end = 0;
+      for (auto& [us, end] : got) {
+        if (end != 0) {
+          compiled_end = end;
+          phase.publish_ms.push_back((us - end) / 1e3);
+        }
       }
-      if (published == 0) continue;
-      for (auto& [us, compiled] : got) {
-        if (!compiled)
-          handoff_ms.push_back(std::max<int64_t>(0, us - published) / 1e3);
+      if (compiled_end == 0) continue;
+      for (auto& [us, end] : got) {
+        if (end == 0) {
+          phase.handoff_ms.push_back(std::max<int64_t>(0, us - compiled_end) /
+                                     1e3);
+        }
       }
     }
   }
-  const absl::Duration wall = absl::Now() - start;
-  uint64_t ops = 0, bytes = 0;
+  phase.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   for (Rank& p : procs) {
     std::fclose(p.to);
     std::vector<std::string> f = absl::StrSplit(ReadLine(p.from), ' ');
     if (f.size() == 3 && f[0] == "stats") {
-      ops += std::stoull(f[1]);
-      bytes += std::stoull(f[2]);
+      phase.ops += std::stoull(f[1]);
+      phase.bytes += std::stoull(f[2]);
     }
     std::fclose(p.from);
     int status = 0;
-    waitpid(p.pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
+    struct rusage ru {};
+    wait4(p.pid, &status, 0, &ru);
+    phase.rank_cpu_s += ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+                        (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) phase.ok = false;
   }
   const std::string compile_log = testing::ReadFile(log);
-  const size_t compiles =
-      std::count(compile_log.begin(), compile_log.end(), '\n');
-  std::string shared_ops = mode == "fallback" ? "n/a" : absl::StrCat(ops);
-  std::string shared_bytes = absl::StrCat(bytes);
+  phase.compiles = std::count(compile_log.begin(), compile_log.end(), '\n');
+  return phase;
+}
+
+std::unique_ptr<testing::DaemonProcess> StartDaemon(const std::string& root) {
+  std::vector<std::string> flags = absl::StrSplit(
+      absl::GetFlag(FLAGS_daemon_flags), ' ', absl::SkipWhitespace());
+  auto daemon = std::make_unique<testing::DaemonProcess>(root, flags);
+  if (!daemon->Start()) {
+    std::fprintf(stderr, "neffd did not start\n");
+    return nullptr;
+  }
+  return daemon;
+}
+
+// Runs one mode; returns false on a correctness failure.
+bool RunMode(const Mode& mode) {
+  const int ranks = absl::GetFlag(FLAGS_ranks);
+  const int graphs = absl::GetFlag(FLAGS_graphs);
+  const bool warm = absl::GetFlag(FLAGS_warm);
+  const std::string root = absl::GetFlag(FLAGS_workdir) + "/" + mode.kind;
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root + "/neff");
+  setenv("TEST_TMPDIR", root.c_str(), 1);
+  const bool with_daemon = mode.kind == "daemon";
+  std::unique_ptr<testing::DaemonProcess> daemon;
+  if (with_daemon && !(daemon = StartDaemon(root))) return false;
+  auto address = [&] {
+    return daemon ? daemon->address() : "unix:" + root + "/none";
+  };
+  if (warm) {
+    Phase fill = RunRanks(mode, root, address(), 1, graphs);
+    if (!fill.ok || fill.compiles != static_cast<size_t>(graphs)) {
+      std::fprintf(stderr, "%s: populating the store failed\n",
+                   mode.label.c_str());
+      return false;
+    }
+    // A fresh host: nothing local (no tier, index, locks), only the store.
+    if (daemon) {
+      daemon->Signal(SIGTERM);
+      daemon->Wait();
+      daemon.reset();
+    }
+    std::filesystem::remove_all(root + "/local");
+    std::filesystem::remove_all(root + "/debug");
+    if (with_daemon && !(daemon = StartDaemon(root))) return false;
+  }
+  Phase phase = RunRanks(mode, root, address(), ranks, graphs);
+  std::string shared_ops =
+      mode.kind == "fallback" ? "n/a" : absl::StrCat(phase.ops);
+  std::string shared_bytes = absl::StrCat(phase.bytes);
   std::string daemon_cpu = "-";
   if (daemon) {
     testing::CommandResult stats = testing::RunCommand(
@@ -217,18 +300,21 @@ bool RunMode(const std::string& mode) {
     daemon->Signal(SIGTERM);
     daemon->Wait();
   }
-  if (compiles != static_cast<size_t>(graphs)) {
-    std::fprintf(stderr, "%s: %zu compiles for %d graphs\n", mode.c_str(),
-                 compiles, graphs);
-    ok = false;
+  const size_t want = warm ? 0 : graphs;
+  if (phase.compiles != want) {
+    std::fprintf(stderr, "%s: %zu compiles, expected %zu\n", mode.label.c_str(),
+                 phase.compiles, want);
+    phase.ok = false;
   }
-  std::printf("| %s | %d x %d | %.2f | %zu | %.2f | %.2f | %s | %s | %s |\n",
-              mode.c_str(), ranks, graphs, absl::ToDoubleSeconds(wall),
-              compiles, Percentile(handoff_ms, 0.5),
-              Percentile(handoff_ms, 0.99), shared_ops.c_str(),
-              shared_bytes.c_str(), daemon_cpu.c_str());
+  std::printf(
+      "| %s | %d x %d | %.2f | %zu | %.1f | %.1f | %.1f | %s | %s | %s | %.1f "
+      "|\n",
+      mode.label.c_str(), ranks, graphs, phase.wall_s, phase.compiles,
+      Percentile(phase.handoff_ms, 0.5), Percentile(phase.handoff_ms, 0.99),
+      Percentile(phase.publish_ms, 0.5), shared_ops.c_str(),
+      shared_bytes.c_str(), daemon_cpu.c_str(), phase.rank_cpu_s);
   std::fflush(stdout);
-  return ok;
+  return phase.ok;
 }
 
 int Main(int argc, char** argv) {
@@ -238,14 +324,29 @@ int Main(int argc, char** argv) {
     const std::string self = std::filesystem::read_symlink("/proc/self/exe");
     setenv("TEST_SRCDIR", (self + ".runfiles").c_str(), 1);
   }
+  const std::string order = absl::GetFlag(FLAGS_order);
+  if (order != "same" && order != "random") {
+    std::fprintf(stderr, "--order must be same or random\n");
+    return 2;
+  }
+  // The ranks compare what they read with these, byte for byte; making them
+  // here keeps that cost out of the timed steps.
+  if (absl::Status s = WriteExpected(absl::GetFlag(FLAGS_workdir) + "/expected",
+                                     absl::GetFlag(FLAGS_graphs),
+                                     absl::GetFlag(FLAGS_neff_bytes));
+      !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
   std::printf(
       "| mode | ranks x graphs | wall (s) | compiles | handoff p50 (ms) | "
-      "handoff p99 (ms) | shared metadata ops | shared bytes read | daemon "
-      "CPU (s) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      "handoff p99 (ms) | publish p50 (ms) | shared metadata ops | shared "
+      "bytes read | daemon CPU (s) | rank CPU (s) |\n"
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   bool ok = true;
   for (absl::string_view mode :
        absl::StrSplit(absl::GetFlag(FLAGS_modes), ',')) {
-    ok = RunMode(std::string(mode)) && ok;
+    ok = RunMode(ParseMode(mode)) && ok;
   }
   return ok ? 0 : 1;
 }

@@ -2,7 +2,9 @@
 // For each step it waits for "go" on stdin, gets graph g through --mode
 // (daemon: the client library with neffd; fallback: the client library
 // without a daemon; legacy: each rank on the shared directory by itself),
-// checks the bytes, and answers "got <g> <unix_us> <compiled> " on stdout.
+// checks the bytes against the driver's reference copy (bench/storm/expected.h)
+// and answers "got <g> <unix_us> <compile_end_us>" on stdout: when it held
+// the path, and when its compile finished (0 if it did not compile).
 // After the last step it prints "stats <metadata_ops> <bytes_read>" (the
 // legacy protocol's own counts; bytes read by the rank itself otherwise).
 #include <unistd.h>
@@ -18,10 +20,10 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/storm/expected.h"
 #include "bench/storm/legacy_protocol.h"
 #include "client/cache_client.h"
 #include "config/env.h"
-#include "daemon/store/digest.h"
 #include "daemon/store/file_util.h"
 #include "examples/fake_compiler.h"
 
@@ -32,25 +34,12 @@ ABSL_FLAG(int64_t, neff_bytes, 1 << 20, "NEFF size");
 ABSL_FLAG(int, poll_ms, 1000, "legacy: poll interval for model.done");
 ABSL_FLAG(int, seed, -1, "-1: every rank in the same order (SPMD)");
 ABSL_FLAG(std::string, compile_log, "", "one line per compile");
+ABSL_FLAG(std::string, expected_dir, "", "the driver's reference bytes");
 
 namespace neffd::bench {
 namespace {
 
 int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
-
-// sha256 of FakeNeffBytes(key, bytes), cached in {TMPDIR or /tmp}/storm-sha.
-std::string ExpectedSha(const std::string& key, size_t bytes) {
-  const std::string dir = "/tmp/neffd-storm-expected";
-  const std::string path = absl::StrCat(dir, "/", key, ".", bytes);
-  absl::StatusOr<std::string> cached = ReadSmallFile(path, 128);
-  if (cached.ok() && cached->size() == 64) return *cached;
-  const std::string sha = Sha256Hex(examples::FakeNeffBytes(key, bytes));
-  if (MakeDirs(dir).ok()) {
-    (void)WriteFileAtomically(dir, absl::StrCat(key, ".", bytes), sha,
-                              absl::StrCat("r", getpid()));
-  }
-  return sha;
-}
 
 int Main() {
   const std::string mode = absl::GetFlag(FLAGS_mode);
@@ -81,13 +70,9 @@ int Main() {
   std::string line;
   for (int g : order) {
     if (!std::getline(std::cin, line)) return 1;  // the driver went away
-    const std::string key = absl::StrCat("storm", g);
-    // The expected digest is computed once per graph per run by whichever
-    // rank gets there first (generating 8 MiB of fake NEFF per rank per
-    // graph would cost more than the whole protocol being measured).
-    const std::string want = ExpectedSha(key, bytes);
+    const std::string key = GraphKey(g);
     std::string got;
-    bool compiled = false;
+    int64_t compile_end_us = 0;
     int64_t got_us = 0;  // when the rank held the path (before reading)
     if (mode == "legacy") {
       absl::StatusOr<LegacyResult> r = LegacyGetOrCompile(
@@ -102,6 +87,7 @@ int Main() {
             (void)MakeDirs(job.workdir);
             job.output_path = out;
             examples::FakeCompile(job, compiler);
+            compile_end_us = NowUs();
             return absl::OkStatus();
           },
           &counters);
@@ -111,11 +97,12 @@ int Main() {
       }
       got_us = NowUs();
       got = std::move(r->content);
-      compiled = r->compiled;
     } else {
       absl::StatusOr<CacheResult> r = client->GetOrCompile(
           "neff", "bench", key, [&](const CompileJob& job) {
-            return examples::FakeCompile(job, compiler);
+            CompileResult result = examples::FakeCompile(job, compiler);
+            compile_end_us = NowUs();
+            return result;
           });
       if (!r.ok()) {
         std::printf("error %d %s\n", g, r.status().ToString().c_str());
@@ -125,14 +112,15 @@ int Main() {
       absl::StatusOr<std::string> content = ReadSmallFile(r->path, bytes + 1);
       got = content.ok() ? *content : "";
       counters.bytes_read += got.size();
-      compiled = r->source == CacheResult::Source::kCompiled;
+      if (r->source != CacheResult::Source::kCompiled) compile_end_us = 0;
     }
-    if (got.size() != bytes || Sha256Hex(got) != want) {
+    if (got.size() != bytes ||
+        !MatchesExpected(absl::GetFlag(FLAGS_expected_dir), key, got)) {
       std::printf("error %d wrong bytes (%zu of %zu)\n", g, got.size(), bytes);
       return 2;
     }
-    std::printf("got %d %lld %d\n", g, static_cast<long long>(got_us),
-                compiled ? 1 : 0);
+    std::printf("got %d %lld %lld\n", g, static_cast<long long>(got_us),
+                static_cast<long long>(compile_end_us));
     std::fflush(stdout);
   }
   std::printf("stats %llu %llu\n",
