@@ -150,8 +150,10 @@ absl::StatusOr<CopyResult> WorkDir::MarkComplete(const EntryKey& id) {
   }
   absl::StatusOr<CopyResult> content = CopyAndHash(fd.get(), -1, output_);
   if (!content.ok()) return content.status();
-  if (absl::Status s =
-          WriteFileAtomically(path_, kMarker, MarkerText(id, *content), "c");
+  // Not fsynced: CompleteOutput re-hashes the output against the marker, so
+  // a marker that outlives a torn output after a power loss is harmless.
+  if (absl::Status s = WriteFileAtomically(
+          path_, kMarker, MarkerText(id, *content), "c", /*durable=*/false);
       !s.ok()) {
     return s;
   }

@@ -190,6 +190,27 @@ void LockTable::FinishPublish(const std::string& lease_id,
   Run(pending);
 }
 
+size_t LockTable::AnswerWaiters(const std::string& lease_id,
+                                const v1::Entry& entry) {
+  Pending pending;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Slot*> slot = FindLease(lease_id, nullptr);
+    if (!slot.ok() || !(*slot)->lease->publishing) return 0;
+    LockEvent ready;
+    ready.outcome = LockOutcome::kReady;
+    ready.entry = entry;
+    for (Waiter& w : (*slot)->waiters) {
+      waiter_to_slot_.erase(w.id);
+      pending.emplace_back(std::move(w.done), ready);
+    }
+    (*slot)->waiters.clear();
+  }
+  const size_t answered = pending.size();
+  Run(pending);
+  return answered;
+}
+
 absl::Status LockTable::Release(const std::string& lease_id, const EntryKey& id,
                                 const v1::Failure* failure) {
   Pending pending;

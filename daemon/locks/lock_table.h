@@ -137,6 +137,12 @@ class LockTable {
   // every waiter gets kReady. Without, the pin is dropped and the holder keeps
   // its lease (it may retry the publish).
   void FinishPublish(const std::string& lease_id, const v1::Entry* entry);
+  // During a publish (between BeginPublish and FinishPublish): answers the
+  // waiters parked now with kReady and `entry` (a verified copy on this
+  // host) without ending the lease, so they need not wait for the shared
+  // store to make the entry durable. Later waiters park until FinishPublish.
+  // Returns how many were answered.
+  size_t AnswerWaiters(const std::string& lease_id, const v1::Entry& entry);
 
   // Gives the lease back. Without `failure` (abandoned) the next waiter is
   // granted; with it every waiter gets kFailed.

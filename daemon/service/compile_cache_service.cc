@@ -296,6 +296,7 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
   const bool inline_content =
       request->content_case() == v1::PublishRequest::kInlineBytes;
 
+  const absl::Time started = options_.now();
   // The lease is checked (and pinned) before the staged file is touched, so
   // a client without the lease cannot make the daemon read or remove files.
   if (absl::Status s = locks_->BeginPublish(request->lease_id(), *id);
@@ -315,16 +316,39 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
     if (!staged.ok()) {
       result = staged.status();
     } else {
-      result =
-          StoreFor(*id).PublishFromFd(*id, staged->get(), request->size(),
-                                      request->sha256(), producer, metadata);
-      // The daemon owns what was staged for it, whatever the outcome: the
-      // verified bytes become this host's local copy, anything else goes.
-      if (result.ok() && !result->already_cached && UsesTier(*id)) {
-        tier_->Adopt(*id, result->stored.entry, request->staged_path());
-      } else {
-        unlink(request->staged_path().c_str());
-      }
+      // Once the store has verified the bytes (and before it makes them
+      // durable on the shared filesystem) they become this host's local
+      // copy and the waiters get it: their wait does not include the shared
+      // store's fsync. The publisher's answer still waits for durability.
+      bool adopted = false;
+      auto verified = [&] {
+        if (!UsesTier(*id)) return;
+        v1::Entry local;
+        *local.mutable_id() = request->id();
+        local.set_size(request->size());
+        local.set_sha256(request->sha256());
+        local.set_producer_host(options_.host_id);
+        local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.now()));
+        local.mutable_metadata()->insert(metadata.begin(), metadata.end());
+        adopted = true;
+        if (!tier_->Adopt(*id, local, request->staged_path())) return;
+        absl::StatusOr<v1::Entry> served = tier_->Get(*id, local);
+        if (!served.ok()) return;
+        const size_t waiters =
+            locks_->AnswerWaiters(request->lease_id(), *served);
+        // How long this host's waiters wait on the daemon once the bytes
+        // are in (bench/storm reports it next to the ranks' own handoff).
+        log::Info("waiters_answered",
+                  {{"entry", id->Canonical()},
+                   {"waiters", static_cast<uint64_t>(waiters)},
+                   {"since_publish_us",
+                    absl::ToInt64Microseconds(options_.now() - started)}});
+      };
+      result = StoreFor(*id).PublishFromFd(*id, staged->get(), request->size(),
+                                           request->sha256(), producer,
+                                           metadata, verified);
+      // The daemon owns what was staged for it, whatever the outcome.
+      if (!adopted) unlink(request->staged_path().c_str());
     }
   }
   if (!result.ok()) {

@@ -94,14 +94,14 @@ absl::Status FsyncDir(const std::string& dir) {
 }
 
 absl::Status WriteFileAtomically(const std::string& dir, absl::string_view name,
-                                 absl::string_view data,
-                                 absl::string_view host) {
+                                 absl::string_view data, absl::string_view host,
+                                 bool durable) {
   std::string tmp = absl::StrCat(dir, "/", UniqueTempName(name, host));
   UniqueFd fd(open(tmp.c_str(),
                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
   absl::Status status = WriteAll(fd.get(), data, tmp);
-  if (status.ok() && fsync(fd.get()) != 0) {
+  if (status.ok() && durable && fsync(fd.get()) != 0) {
     status = ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
   }
   std::string target = absl::StrCat(dir, "/", name);
@@ -112,7 +112,7 @@ absl::Status WriteFileAtomically(const std::string& dir, absl::string_view name,
     unlink(tmp.c_str());
     return status;
   }
-  return FsyncDir(dir);
+  return durable ? FsyncDir(dir) : absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path,

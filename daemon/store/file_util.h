@@ -54,10 +54,13 @@ std::string UniqueTempName(absl::string_view base, absl::string_view host);
 
 // Creates `dir/name` atomically with `data`: temp file (O_EXCL) in `dir`,
 // fsync, rename over `name`, fsync `dir`. Readers see the old file or the new
-// one, never a partial one.
+// one, never a partial one. With `durable` false the two fsyncs are skipped:
+// still atomic for readers and across a crash of the process, but after a
+// power loss the file may be missing or empty — only for files whose loss
+// or damage readers detect and survive (a marker they validate).
 absl::Status WriteFileAtomically(const std::string& dir, absl::string_view name,
-                                 absl::string_view data,
-                                 absl::string_view host);
+                                 absl::string_view data, absl::string_view host,
+                                 bool durable = true);
 
 absl::Status FsyncDir(const std::string& dir);
 

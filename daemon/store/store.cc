@@ -170,7 +170,8 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
 
 absl::StatusOr<PublishResult> Store::PublishFromFd(
     const EntryKey& id, int fd, uint64_t size, const std::string& sha256,
-    const Producer& producer, const std::map<std::string, std::string>& md) {
+    const Producer& producer, const std::map<std::string, std::string>& md,
+    const std::function<void()>& verified) {
   return Publish(
       id, size, sha256, producer, md,
       [&](int out_fd) -> absl::StatusOr<std::pair<uint64_t, std::string>> {
@@ -178,7 +179,8 @@ absl::StatusOr<PublishResult> Store::PublishFromFd(
             CopyAndHash(fd, out_fd, "staged file");
         if (!copied.ok()) return copied.status();
         return std::make_pair(copied->size, copied->sha256);
-      });
+      },
+      verified);
 }
 
 absl::StatusOr<PublishResult> Store::PublishBytes(
@@ -191,14 +193,16 @@ absl::StatusOr<PublishResult> Store::PublishBytes(
           return s;
         }
         return std::make_pair(uint64_t{bytes.size()}, Sha256Hex(bytes));
-      });
+      },
+      nullptr);
 }
 
 absl::StatusOr<PublishResult> Store::Publish(
     const EntryKey& id, uint64_t size, const std::string& sha256,
     const Producer& producer, const std::map<std::string, std::string>& md,
     const std::function<
-        absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write) {
+        absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write,
+    const std::function<void()>& verified) {
   absl::StatusOr<StoredEntry> existing = Find(id);
   if (existing.ok()) return PublishResult{*std::move(existing), true};
   if (!absl::IsNotFound(existing.status())) return existing.status();
@@ -207,7 +211,7 @@ absl::StatusOr<PublishResult> Store::Publish(
   QuarantineOrphan(id, absl::ZeroDuration());
 
   const std::string dir = EntryDir(id);
-  CountOps(6);  // mkdir, create temp, rename, create/rename model.done, fsync
+  CountOps(5);  // mkdir, create temp, rename, create/rename model.done
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   const std::string tmp =
       absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
@@ -230,6 +234,9 @@ absl::StatusOr<PublishResult> Store::Publish(
         absl::StrCat("sha256: content hashes to ", written->second,
                      "; the request says ", sha256)));
   }
+  if (verified) verified();
+  // The one fsync a publish needs (see PublishFromFd): a done record must
+  // never name a torn artifact.
   if (fsync(out.get()) != 0) return fail(ErrnoStatus(errno, "fsync " + tmp));
   const std::string artifact = ArtifactPath(id);
   if (rename(tmp.c_str(), artifact.c_str()) != 0) {
@@ -278,7 +285,9 @@ absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey& id) {
 absl::Status Store::WriteDone(const EntryKey& id, const v1::DoneRecord& done) {
   absl::StatusOr<std::string> json = DoneRecordToJson(done);
   if (!json.ok()) return json.status();
-  return WriteFileAtomically(EntryDir(id), kDoneName, *json, options_.host_id);
+  // Not durable on purpose (PublishFromFd): losing it costs a recompile.
+  return WriteFileAtomically(EntryDir(id), kDoneName, *json, options_.host_id,
+                             /*durable=*/false);
 }
 
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey& id,

@@ -137,9 +137,22 @@ class Store {
   // already, nothing is read and the result says already_cached.
   // InvalidArgument on a size/digest mismatch (nothing is left behind);
   // ResourceExhausted when the filesystem is full.
+  //
+  // Durability: when this returns OK the artifact's data has been fsynced
+  // before it was renamed into place, so after a power loss it is whole or
+  // absent, never torn. model.done is renamed in after it without fsyncs
+  // (of itself or the directory): lost or torn by a power loss, it makes the
+  // entry a miss or a quarantine (it is validated against the artifact), so
+  // the cost of skipping them is at worst a recompile.
+  //
+  // `verified`, if set, runs once the content has been read, matched `size`
+  // and `sha256` and will become the entry (no other entry was there), but
+  // before it is durable: the caller may hand its own copy of the bytes to
+  // readers on this host without waiting for the shared filesystem.
   absl::StatusOr<PublishResult> PublishFromFd(
       const EntryKey& id, int fd, uint64_t size, const std::string& sha256,
-      const Producer& producer, const std::map<std::string, std::string>& md);
+      const Producer& producer, const std::map<std::string, std::string>& md,
+      const std::function<void()>& verified = nullptr);
   absl::StatusOr<PublishResult> PublishBytes(
       const EntryKey& id, absl::string_view bytes, const std::string& sha256,
       const Producer& producer, const std::map<std::string, std::string>& md);
@@ -184,7 +197,8 @@ class Store {
       const EntryKey& id, uint64_t size, const std::string& sha256,
       const Producer& producer, const std::map<std::string, std::string>& md,
       const std::function<
-          absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write);
+          absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write,
+      const std::function<void()>& verified);
 
   absl::Status WriteDone(const EntryKey& id, const v1::DoneRecord& done);
   // A fresh, unique place under {root}/quarantine/ for a damaged `id`.

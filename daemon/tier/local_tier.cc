@@ -57,23 +57,46 @@ v1::Entry LocalTier::Localized(const v1::Entry& entry,
   return local;
 }
 
-bool LocalTier::Touch(const std::string& name) {
+std::optional<bool> LocalTier::Touch(const std::string& name) {
   absl::MutexLock lock(&mu_);
   auto it = files_.find(name);
-  if (it == files_.end()) return false;
+  if (it == files_.end()) return std::nullopt;
   it->second->handed_out = options_.now();
   lru_.splice(lru_.end(), lru_, it->second);
-  return true;
+  return it->second->verified;
 }
 
-void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out) {
+void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out,
+                      bool verified) {
   absl::MutexLock lock(&mu_);
-  if (files_.contains(name)) return;
+  if (auto it = files_.find(name); it != files_.end()) {
+    it->second->verified = it->second->verified || verified;
+    return;
+  }
   const absl::Time when = handed_out ? options_.now() : absl::InfinitePast();
   auto at = handed_out ? lru_.end() : lru_.begin();
-  files_[name] = lru_.insert(at, File{name, size, when});
+  files_[name] = lru_.insert(at, File{name, size, when, verified});
   used_ += size;
   EvictOverCapacity();
+}
+
+void LocalTier::Drop(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  unlink(absl::StrCat(options_.dir, "/", name).c_str());
+  auto it = files_.find(name);
+  if (it == files_.end()) return;
+  used_ -= it->second->size;
+  lru_.erase(it->second);
+  files_.erase(it);
+}
+
+bool LocalTier::Matches(const std::string& name, const v1::Entry& entry) const {
+  const std::string path = absl::StrCat(options_.dir, "/", name);
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd.get(), -1, path);
+  return hashed.ok() && hashed->size == entry.size() &&
+         hashed->sha256 == entry.sha256();
 }
 
 void LocalTier::EvictOverCapacity() {
@@ -91,14 +114,21 @@ void LocalTier::EvictOverCapacity() {
 absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
                                          const v1::Entry& entry) {
   const std::string name = NameFor(id, entry.sha256());
-  if (Touch(name)) return Localized(entry, name);
-  // Not known yet: maybe on disk from before a restart (verified then).
+  std::optional<bool> known = Touch(name);
+  if (known == true) return Localized(entry, name);
+  // From before a restart (scanned, or not even that yet): complete when it
+  // was named, but its data may not have reached the disk before a power
+  // loss (adopted files are not fsynced), so it is hashed once before it is
+  // handed out again.
   struct stat st;
   const std::string path = absl::StrCat(options_.dir, "/", name);
-  if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-      static_cast<uint64_t>(st.st_size) == entry.size()) {
-    Admit(name, entry.size(), /*handed_out=*/true);
-    return Localized(entry, name);
+  if (known.has_value() ||
+      (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))) {
+    if (Matches(name, entry)) {
+      Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
+      return Localized(entry, name);
+    }
+    Drop(name);
   }
   std::shared_ptr<Filling> filling;
   bool leader = false;
@@ -113,7 +143,9 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
   }
   if (leader) {
     filling->status = Fill(name, entry);
-    if (filling->status.ok()) Admit(name, entry.size(), /*handed_out=*/true);
+    if (filling->status.ok()) {
+      Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
+    }
     {
       absl::MutexLock lock(&mu_);
       fills_.erase(name);
@@ -158,17 +190,18 @@ absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
   return status;
 }
 
-void LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
+bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
                       const std::string& staged_path) {
   const std::string name = NameFor(id, entry.sha256());
   const std::string path = absl::StrCat(options_.dir, "/", name);
   if (MakeDirs(path.substr(0, path.rfind('/'))).ok() &&
       rename(staged_path.c_str(), path.c_str()) == 0) {
     chmod(path.c_str(), 0644);
-    Admit(name, entry.size(), /*handed_out=*/true);
-    return;
+    Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
+    return true;
   }
   unlink(staged_path.c_str());
+  return false;
 }
 
 void LocalTier::Remove(const EntryKey& id) {
@@ -217,7 +250,7 @@ void LocalTier::Scan() {
       continue;
     }
     Admit(it->path().string().substr(options_.dir.size() + 1),
-          it->file_size(ec), /*handed_out=*/false);
+          it->file_size(ec), /*handed_out=*/false, /*verified=*/false);
   }
 }
 

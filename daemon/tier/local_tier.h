@@ -16,9 +16,11 @@
 //     out files; a file handed out within `pin` is never evicted, so a rank
 //     that got a path has that long to open it (once open, removal cannot
 //     hurt it: the inode lives until closed).
-//   - After a restart the tier is trusted as it is (every file in it was
-//     verified before it got its name); its size accounting is rebuilt by a
-//     background scan, so start-up does not wait for it.
+//   - After a restart every file in the tier was complete when it got its
+//     name, but a power loss may have torn one that was never fsynced (a
+//     publish's adopted file), so each is hashed once more before its first
+//     hand-out; its size accounting is rebuilt by a background scan, so
+//     start-up does not wait for it.
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_TIER_LOCAL_TIER_H_
@@ -29,6 +31,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -63,8 +66,9 @@ class LocalTier {
   // Moves a publish's staged file (already verified against `entry` by the
   // store, and on the same local filesystem) into the tier, so the
   // publisher's host never reads the entry back from the shared store.
-  // Removes the staged file if it cannot be used.
-  void Adopt(const EntryKey& id, const v1::Entry& entry,
+  // Removes the staged file if it cannot be used; true if the tier now
+  // holds the copy.
+  bool Adopt(const EntryKey& id, const v1::Entry& entry,
              const std::string& staged_path);
 
   // Drops every local copy of `id`.
@@ -80,6 +84,7 @@ class LocalTier {
     std::string name;  // relative to dir
     uint64_t size = 0;
     absl::Time handed_out;
+    bool verified = true;  // false: from before a restart, not hashed since
   };
   struct Filling;
 
@@ -88,10 +93,15 @@ class LocalTier {
   // Copies the shared artifact into the tier as `name` if it matches.
   absl::Status Fill(const std::string& name, const v1::Entry& entry);
   // Records `name` (handed out now, or never when `handed_out` is false).
-  void Admit(const std::string& name, uint64_t size, bool handed_out)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Marks `name` handed out now; false if the tier does not know it.
-  bool Touch(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+  void Admit(const std::string& name, uint64_t size, bool handed_out,
+             bool verified) ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks `name` handed out now; nullopt if the tier does not know it, else
+  // whether it was verified since this process started.
+  std::optional<bool> Touch(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes `name` from disk and from the accounting.
+  void Drop(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+  // True if the file `name` has entry's size and sha256.
+  bool Matches(const std::string& name, const v1::Entry& entry) const;
   v1::Entry Localized(const v1::Entry& entry, const std::string& name) const;
   void EvictOverCapacity() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Scan();

@@ -119,6 +119,27 @@ TEST_F(LocalTierTest, SurvivesARestartWithoutRefilling) {
   EXPECT_EQ(tier->filled_bytes(), 0u);
 }
 
+TEST_F(LocalTierTest, ATierFileTornBeforeARestartIsRefilledNotServed) {
+  // An adopted file is not fsynced: after a power loss it may keep its name
+  // and size but not its bytes.
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  std::string local;
+  {
+    auto tier = Open(1 << 20);
+    const std::string staged = root_ + "/staged";
+    std::ofstream(staged, std::ios::binary) << "artifact bytes";
+    ASSERT_TRUE(tier->Adopt(id, shared, staged));
+    local = tier->Get(id, shared)->path();
+  }
+  std::ofstream(local, std::ios::binary) << std::string(14, '\0');
+  auto tier = Open(1 << 20);
+  absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(Read(got->path()), "artifact bytes");
+  EXPECT_EQ(tier->filled_bytes(), 14u);  // refilled from the shared store
+}
+
 TEST_F(LocalTierTest, AdoptsAStagedFileAndRemovesEveryCopyOfAKey) {
   auto tier = Open(1 << 20);
   EntryKey id = *EntryKey::Parse("neff", "1", "k");
