@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,23 @@ absl::Status WriteExpected(const std::string& dir, int graphs, int64_t bytes) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadWhole(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || fstat(fd.get(), &st) != 0) {
+    return ErrnoStatus(errno, "reading " + path);
+  }
+  std::string out(st.st_size, '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = pread(fd.get(), out.data() + done, out.size() - done, done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, "reading " + path);
+    done += n;
+  }
+  return out;
 }
 
 bool MatchesExpected(const std::string& dir, const std::string& key,

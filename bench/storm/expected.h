@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace neffd::bench {
@@ -23,6 +24,11 @@ std::string GraphKey(int g);
 // Makes sure {dir}/{GraphKey(g)}.{bytes} holds the expected bytes for every
 // g < graphs (files already there with the right size are kept).
 absl::Status WriteExpected(const std::string& dir, int graphs, int64_t bytes);
+
+// The whole file at `path`, read into a buffer sized once from fstat (the
+// 8 MiB NEFF every rank reads each step: growing a string chunk by chunk
+// costs more CPU in page faults and copies than the read itself).
+absl::StatusOr<std::string> ReadWhole(const std::string& path);
 
 // True if `content` equals the reference file for `key`.
 bool MatchesExpected(const std::string& dir, const std::string& key,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/storm/expected.h"
 #include "daemon/store/file_util.h"
 
 namespace neffd::bench {
@@ -21,7 +22,7 @@ bool Exists(const std::string& path, LegacyCounters* c) {
 absl::StatusOr<std::string> ReadShared(const std::string& path,
                                        LegacyCounters* c) {
   ++c->metadata_ops;
-  absl::StatusOr<std::string> content = ReadSmallFile(path, size_t{1} << 34);
+  absl::StatusOr<std::string> content = ReadWhole(path);
   if (content.ok()) c->bytes_read += content->size();
   return content;
 }

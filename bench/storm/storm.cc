@@ -8,9 +8,9 @@
 //                 polling every MS (default --poll_ms)
 // --order=same: every rank asks for the graphs in the same order (SPMD);
 // random: each rank its own permutation (still a barrier per step).
-// --warm: the store is populated first (one rank, not timed; the daemon is
-// then restarted on an empty local dir, i.e. a fresh host), then R ranks
-// look up and read the K entries: nothing may compile.
+// --warm: the store is populated first (one rank, instant compiles, not
+// timed; the daemon is then restarted on an empty local dir, i.e. a fresh
+// host), then R ranks look up and read the K entries: nothing may compile.
 // Fails (exit 1) on any correctness problem: compiles != K (0 when warm), a
 // rank error, a byte mismatch. Prints one markdown row per mode.
 //
@@ -145,6 +145,14 @@ double CpuSeconds(pid_t pid) {
   return (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
 }
 
+// Bytes the process has passed through read(2) so far, from any file or
+// socket (/proc/<pid>/io rchar).
+uint64_t ReadChars(pid_t pid) {
+  std::string io = testing::ReadFile(absl::StrCat("/proc/", pid, "/io"));
+  size_t at = io.find("rchar: ");
+  return at == std::string::npos ? 0 : std::stoull(io.substr(at + 7));
+}
+
 // What the ranks of one phase measured.
 struct Phase {
   bool ok = true;
@@ -158,7 +166,8 @@ struct Phase {
 
 // Runs `ranks` rank processes over `graphs` steps against `root`.
 Phase RunRanks(const Mode& mode, const std::string& root,
-               const std::string& address, int ranks, int graphs) {
+               const std::string& address, int ranks, int graphs,
+               int compile_ms) {
   Phase phase;
   const std::string log = root + "/compiles.txt";
   unlink(log.c_str());
@@ -173,7 +182,7 @@ Phase RunRanks(const Mode& mode, const std::string& root,
     procs.push_back(
         Spawn({testing::Runfile("bench/storm/storm_rank"),
                "--mode=" + mode.kind, absl::StrCat("--graphs=", graphs),
-               absl::StrCat("--compile_ms=", absl::GetFlag(FLAGS_compile_ms)),
+               absl::StrCat("--compile_ms=", compile_ms),
                absl::StrCat("--neff_bytes=", absl::GetFlag(FLAGS_neff_bytes)),
                absl::StrCat("--poll_ms=", mode.poll_ms),
                absl::StrCat("--seed=", random ? 0 : -1),
@@ -244,12 +253,30 @@ Phase RunRanks(const Mode& mode, const std::string& root,
 std::unique_ptr<testing::DaemonProcess> StartDaemon(const std::string& root) {
   std::vector<std::string> flags = absl::StrSplit(
       absl::GetFlag(FLAGS_daemon_flags), ' ', absl::SkipWhitespace());
-  auto daemon = std::make_unique<testing::DaemonProcess>(root, flags);
+  // Info level: the daemon logs when it answered each key's waiters.
+  auto daemon = std::make_unique<testing::DaemonProcess>(
+      root, flags, std::vector<std::string>{"TORCH_NEURONX_LOG_LEVEL=2"});
   if (!daemon->Start()) {
     std::fprintf(stderr, "neffd did not start\n");
     return nullptr;
   }
   return daemon;
+}
+
+// The daemon's own side of the handoff: for each publish, microseconds from
+// the Publish call to answering every parked waiter (its log).
+std::vector<double> DaemonAnswerMs(const std::string& log) {
+  std::vector<double> out;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (!absl::StrContains(line, "event=waiters_answered")) continue;
+    size_t at = line.find("since_publish_us=");
+    int64_t us = 0;
+    if (at == absl::string_view::npos) continue;
+    absl::string_view v = line.substr(at + 17);
+    v = v.substr(0, v.find(' '));
+    if (absl::SimpleAtoi(v, &us)) out.push_back(us / 1e3);
+  }
+  return out;
 }
 
 // Runs one mode; returns false on a correctness failure.
@@ -268,7 +295,7 @@ bool RunMode(const Mode& mode) {
     return daemon ? daemon->address() : "unix:" + root + "/none";
   };
   if (warm) {
-    Phase fill = RunRanks(mode, root, address(), 1, graphs);
+    Phase fill = RunRanks(mode, root, address(), 1, graphs, 0);
     if (!fill.ok || fill.compiles != static_cast<size_t>(graphs)) {
       std::fprintf(stderr, "%s: populating the store failed\n",
                    mode.label.c_str());
@@ -284,11 +311,12 @@ bool RunMode(const Mode& mode) {
     std::filesystem::remove_all(root + "/debug");
     if (with_daemon && !(daemon = StartDaemon(root))) return false;
   }
-  Phase phase = RunRanks(mode, root, address(), ranks, graphs);
+  Phase phase = RunRanks(mode, root, address(), ranks, graphs,
+                         absl::GetFlag(FLAGS_compile_ms));
   std::string shared_ops =
       mode.kind == "fallback" ? "n/a" : absl::StrCat(phase.ops);
   std::string shared_bytes = absl::StrCat(phase.bytes);
-  std::string daemon_cpu = "-";
+  std::string daemon_cpu = "-", answer = "-", daemon_read = "-";
   if (daemon) {
     testing::CommandResult stats = testing::RunCommand(
         {testing::Runfile("client/neffctl"), "--address=" + daemon->address(),
@@ -297,8 +325,13 @@ bool RunMode(const Mode& mode) {
     shared_bytes =
         absl::StrCat(StatField(stats.out, "local_tier_filled_bytes"));
     daemon_cpu = absl::StrFormat("%.2f", CpuSeconds(daemon->process().pid()));
+    daemon_read = absl::StrCat(ReadChars(daemon->process().pid()));
     daemon->Signal(SIGTERM);
     daemon->Wait();
+    std::vector<double> answer_ms = DaemonAnswerMs(daemon->process().Stderr());
+    if (!answer_ms.empty()) {
+      answer = absl::StrFormat("%.1f", Percentile(answer_ms, 0.99));
+    }
   }
   const size_t want = warm ? 0 : graphs;
   if (phase.compiles != want) {
@@ -307,12 +340,13 @@ bool RunMode(const Mode& mode) {
     phase.ok = false;
   }
   std::printf(
-      "| %s | %d x %d | %.2f | %zu | %.1f | %.1f | %.1f | %s | %s | %s | %.1f "
-      "|\n",
+      "| %s | %d x %d | %.2f | %zu | %.1f | %.1f | %s | %.1f | %s | %s | %s | "
+      "%s | %.1f |\n",
       mode.label.c_str(), ranks, graphs, phase.wall_s, phase.compiles,
       Percentile(phase.handoff_ms, 0.5), Percentile(phase.handoff_ms, 0.99),
-      Percentile(phase.publish_ms, 0.5), shared_ops.c_str(),
-      shared_bytes.c_str(), daemon_cpu.c_str(), phase.rank_cpu_s);
+      answer.c_str(), Percentile(phase.publish_ms, 0.5), shared_ops.c_str(),
+      shared_bytes.c_str(), daemon_read.c_str(), daemon_cpu.c_str(),
+      phase.rank_cpu_s);
   std::fflush(stdout);
   return phase.ok;
 }
@@ -340,9 +374,11 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "| mode | ranks x graphs | wall (s) | compiles | handoff p50 (ms) | "
-      "handoff p99 (ms) | publish p50 (ms) | shared metadata ops | shared "
-      "bytes read | daemon CPU (s) | rank CPU (s) |\n"
-      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "handoff p99 (ms) | daemon answer p99 (ms) | publish p50 (ms) | shared "
+      "metadata ops | shared "
+      "bytes read | daemon read() bytes | daemon CPU (s) | rank CPU (s) "
+      "|\n"
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   bool ok = true;
   for (absl::string_view mode :
        absl::StrSplit(absl::GetFlag(FLAGS_modes), ',')) {

@@ -109,7 +109,7 @@ int Main() {
         return 1;
       }
       got_us = NowUs();
-      absl::StatusOr<std::string> content = ReadSmallFile(r->path, bytes + 1);
+      absl::StatusOr<std::string> content = ReadWhole(r->path);
       got = content.ok() ? *content : "";
       counters.bytes_read += got.size();
       if (r->source != CacheResult::Source::kCompiled) compile_end_us = 0;

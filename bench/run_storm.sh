@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Issue #8 benchmarks 1 (SPMD compile storm) and 2 (warm start): one command
+# that builds what it needs (-c opt), runs REPS repetitions of every variant,
+# writes docs/bench/storm.md (medians, ratios against the legacy protocol
+# measured in the same run, targets met or missed) and regenerates
+# docs/bench/storm_wall.svg and docs/bench/storm_handoff.svg.
+#
+#   bench/run_storm.sh              # everything, ~35 min on 2 cores
+#   REPS=1 GRAPHS=16 bench/run_storm.sh   # a quick look
+#
+# Per repetition: R x K at C = 200 ms, S = 8 MiB in the same order for daemon,
+# fallback, legacy@0.1s and legacy@1s; the random-order variant (daemon,
+# legacy@0.1s); C = 2 s with K2 graphs (daemon, legacy@0.1s, legacy@1s);
+# warm start (daemon, legacy@0.1s). Then, once and not timed, the same
+# storm (R x STRACE_GRAPHS) under `strace -f` to count the system calls on
+# paths inside the shared directory, daemon vs legacy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REPS=${REPS:-5}
+RANKS=${RANKS:-128}
+GRAPHS=${GRAPHS:-64}
+GRAPHS_2S=${GRAPHS_2S:-8}
+STRACE_GRAPHS=${STRACE_GRAPHS:-16}
+BYTES=${BYTES:-8388608}
+WORK=${WORK:-/tmp/neffd-storm-bench}
+OUT=docs/bench
+
+bazel build -c opt //bench/storm:storm
+STORM=(bazel-bin/bench/storm/storm --ranks="$RANKS" --neff_bytes="$BYTES"
+  --workdir="$WORK")
+RAW=$(mktemp -d /tmp/storm-raw.XXXXXX)
+echo "raw results in $RAW" >&2
+{
+  echo "started $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "nproc $(nproc); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //');" \
+    "$(awk '/MemTotal/ {printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo)"
+} >"$RAW/machine"
+
+run() {  # run VARIANT ARGS...: appends the rows, tagged, to $RAW/rows
+  local variant=$1
+  shift
+  local load
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
+  "${STORM[@]}" "$@" | grep '^| [a-z]' | grep -v '^| mode' |
+    sed "s/^/$variant $REP [$load] /" >>"$RAW/rows"
+}
+
+for rep in $(seq "$REPS"); do
+  REP=$rep
+  echo "repetition $rep/$REPS: $(uptime)" >&2
+  run same --graphs="$GRAPHS" --compile_ms=200 \
+    --modes=daemon,fallback,legacy:100,legacy:1000
+  run random --graphs="$GRAPHS" --compile_ms=200 --order=random \
+    --modes=daemon,legacy:100
+  run c2s --graphs="$GRAPHS_2S" --compile_ms=2000 \
+    --modes=daemon,legacy:100,legacy:1000
+  run warm --graphs="$GRAPHS" --compile_ms=200 --warm \
+    --modes=daemon,legacy:100
+done
+echo "finished $(date -u '+%Y-%m-%d %H:%M UTC'); $(uptime)" >>"$RAW/machine"
+
+# System calls on the shared directory ({WORK}/{mode}/neff/...), counted by
+# strace over the whole process tree (driver, ranks, daemon).
+for mode in daemon legacy:100; do
+  dir=${mode%%:*}
+  strace -f -qq -e trace=%file,%desc -o "$RAW/strace.$dir" \
+    "${STORM[@]}" --graphs="$STRACE_GRAPHS" --compile_ms=200 \
+    --modes="$mode" >/dev/null
+  grep -v 'resumed>' "$RAW/strace.$dir" | grep -F "$WORK/$dir/neff" |
+    sed -E 's/^[0-9]+ +([a-z0-9_]+)\(.*/\1/' | sort | uniq -c |
+    sort -rn >"$RAW/syscalls.$dir"
+  rm -f "$RAW/strace.$dir"
+done
+
+python3 bench/storm_report.py "$RAW" "$OUT" "$RANKS" "$GRAPHS" "$GRAPHS_2S" \
+  "$STRACE_GRAPHS" "$BYTES"
+gnuplot -e "dir='$OUT'" bench/storm_plots.gp
+cat "$OUT/storm.md"
