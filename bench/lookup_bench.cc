@@ -22,7 +22,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -38,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "bench/echo.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -198,12 +198,6 @@ RunResult Measure(int clients, absl::Duration duration, pid_t server,
                    client_cpu * 1e6 / all.size()};
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Medians over runs of one kind of call.
 struct Series {
   std::vector<double> p50, p99, p999, rate, server_cpu, client_cpu;
@@ -236,12 +230,7 @@ int Main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::ParseCommandLine(argc, argv);
   const std::string root = absl::GetFlag(FLAGS_workdir);
-  std::filesystem::remove_all(root);
-  std::filesystem::create_directories(root);
-  setenv("TEST_TMPDIR", root.c_str(), 1);
-  // bazel run or bazel-bin: the binaries are in this binary's runfiles.
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
-  setenv("TEST_SRCDIR", (self + ".runfiles").c_str(), 1);
+  bench::PrepareHarness(root);
   testing::DaemonProcess daemon(root);
   if (!daemon.Start()) {
     std::fprintf(stderr, "neffd did not start: %s\n",
@@ -355,30 +344,34 @@ int Main(int argc, char** argv) {
     const std::string row = absl::StrFormat(
         "| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f "
         "| %.2f |\n",
-        clients, Median(lookups.p50), Median(lookups.p99), Median(lookups.p999),
-        Median(lookups.rate), Median(echoes.p50), Median(echoes.p99),
-        Median(echoes.p999), Median(echoes.rate), Median(p50_ratio),
-        Median(rate_ratio));
+        clients, bench::Median(lookups.p50), bench::Median(lookups.p99),
+        bench::Median(lookups.p999), bench::Median(lookups.rate),
+        bench::Median(echoes.p50), bench::Median(echoes.p99),
+        bench::Median(echoes.p999), bench::Median(echoes.rate),
+        bench::Median(p50_ratio), bench::Median(rate_ratio));
     std::fprintf(stderr, "%s", row.c_str());
     latency_table += row;
     // What two otherwise idle cores could do if they only ran this client
     // and this server.
     auto bound = [](const Series& s) {
-      const double cpu = Median(s.server_cpu) + Median(s.client_cpu);
+      const double cpu =
+          bench::Median(s.server_cpu) + bench::Median(s.client_cpu);
       return cpu > 0 ? 2e6 / cpu : 0;
     };
     absl::StrAppendFormat(
         &cpu_table, "| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.0f | %.0f |\n",
-        clients, Median(lookups.server_cpu), Median(echoes.server_cpu),
-        Median(cpu_ratio), Median(lookups.client_cpu),
-        Median(echoes.client_cpu), bound(lookups), bound(echoes));
+        clients, bench::Median(lookups.server_cpu),
+        bench::Median(echoes.server_cpu), bench::Median(cpu_ratio),
+        bench::Median(lookups.client_cpu), bench::Median(echoes.client_cpu),
+        bound(lookups), bound(echoes));
     if (data != nullptr) {
       std::fprintf(
           data, "%d %.1f %.1f %.1f %.0f %.1f %.1f %.1f %.0f %.1f %.1f\n",
-          clients, Median(lookups.p50), Median(lookups.p99),
-          Median(lookups.p999), Median(lookups.rate), Median(echoes.p50),
-          Median(echoes.p99), Median(echoes.p999), Median(echoes.rate),
-          Median(lookups.server_cpu), Median(echoes.server_cpu));
+          clients, bench::Median(lookups.p50), bench::Median(lookups.p99),
+          bench::Median(lookups.p999), bench::Median(lookups.rate),
+          bench::Median(echoes.p50), bench::Median(echoes.p99),
+          bench::Median(echoes.p999), bench::Median(echoes.rate),
+          bench::Median(lookups.server_cpu), bench::Median(echoes.server_cpu));
     }
   }
   std::printf("%s\n%s", latency_table.c_str(), cpu_table.c_str());
