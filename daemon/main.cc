@@ -4,6 +4,7 @@
 // registry), then to the spec's default, so `neffd` with no flags serves the
 // same directories that torch-neuronx ranks on this host use.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <fstream>
@@ -77,6 +78,14 @@ ABSL_FLAG(std::string, max_inline_bytes, "16777216",
           "largest entry a client may publish inline (hlo), in bytes");
 ABSL_FLAG(int64_t, max_leases_per_pid, 256,
           "leases one client process may hold at once (0: no limit)");
+ABSL_FLAG(int64_t, max_lock_waiters, 4096,
+          "Lock calls that may wait at once across all clients; more get "
+          "RESOURCE_EXHAUSTED at once (0: no limit)");
+ABSL_FLAG(int64_t, max_rpc_threads, 512,
+          "threads serving the synchronous calls (Publish, KeepAlive, "
+          "Unlock, GetStats, admin, health); a call finding all busy gets "
+          "RESOURCE_EXHAUSTED "
+          "(at least 2)");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain; with --tls_key, serve TCP over TLS (needed "
           "for a non-loopback --address)");
@@ -182,6 +191,9 @@ neffd::v1::ConfigResponse DescribeConfig(const neffd::DaemonOptions& o,
       {"local_tier_bytes", {absl::StrCat(o.local_tier_bytes), ""}},
       {"metrics_textfile", {o.metrics_textfile, ""}},
       {"metrics_interval", {absl::FormatDuration(o.metrics_interval), ""}},
+      {"max_leases_per_pid", {absl::StrCat(o.max_leases_per_pid), ""}},
+      {"max_lock_waiters", {absl::StrCat(o.max_lock_waiters), ""}},
+      {"max_rpc_threads", {absl::StrCat(o.max_rpc_threads), ""}},
       {"v", {absl::StrCat(verbosity), "TORCH_NEURONX_LOG_LEVEL"}},
   };
   for (const auto& [name, value] : rows) {
@@ -281,6 +293,19 @@ int main(int argc, char** argv) {
   }
   options.max_leases_per_pid =
       static_cast<int>(absl::GetFlag(FLAGS_max_leases_per_pid));
+  if (absl::GetFlag(FLAGS_max_lock_waiters) < 0 ||
+      absl::GetFlag(FLAGS_max_lock_waiters) > (1 << 30) ||
+      absl::GetFlag(FLAGS_max_rpc_threads) < 2 ||
+      absl::GetFlag(FLAGS_max_rpc_threads) > (1 << 20)) {
+    // gRPC needs one thread polling for calls while another serves one.
+    return Fail(kExitBadConfig,
+                "--max_lock_waiters must be a count >= 0 and "
+                "--max_rpc_threads a count >= 2");
+  }
+  options.max_lock_waiters =
+      static_cast<int>(absl::GetFlag(FLAGS_max_lock_waiters));
+  options.max_rpc_threads =
+      static_cast<int>(absl::GetFlag(FLAGS_max_rpc_threads));
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.local_tier = absl::GetFlag(FLAGS_local_tier);
@@ -308,6 +333,15 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Every client connection is an fd; the default soft limit (1024) would
+  // make gRPC stop accepting, and clients hang, long before the caps above
+  // refuse anything. The hard limit is the operator's (LimitNOFILE).
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+      files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   absl::StatusOr<std::unique_ptr<neffd::Daemon>> daemon =
       neffd::Daemon::Start(options);

@@ -20,6 +20,13 @@ std::string ModuleDir() {
   return so.substr(0, so.rfind('/'));
 }
 
+// `env` plus what the system python3 needs to load the module when it was
+// built with sanitizers.
+std::vector<std::string> PythonEnv(std::vector<std::string> env) {
+  for (std::string& e : SanitizerPreloadEnv()) env.push_back(std::move(e));
+  return env;
+}
+
 TEST(ClientPythonTest, ThirtyTwoPythonRanksCompileSixteenKeysOnce) {
   const std::string root = NewTempDir("python_ranks");
   DaemonProcess daemon(root);
@@ -29,7 +36,7 @@ TEST(ClientPythonTest, ThirtyTwoPythonRanksCompileSixteenKeysOnce) {
               {"/usr/bin/python3", Runfile("examples/rank_sim.py"),
                "--compile_log=" + fleet.compile_log(),
                absl::StrCat("--graphs=", kGraphs), "--compile_ms=300"},
-              {"PYTHONPATH=" + ModuleDir()});
+              PythonEnv({"PYTHONPATH=" + ModuleDir()}));
   std::vector<RankReport> reports = fleet.WaitAll();
   ExpectRanksAgree(reports, kGraphs);
   EXPECT_EQ(fleet.Compiles().size(), static_cast<size_t>(kGraphs));
@@ -96,13 +103,14 @@ print("PASS")
   WriteFile(path, script);
   CommandResult run = RunCommand(
       {"/usr/bin/python3", path},
-      {"PYTHONPATH=" + ModuleDir(), "NEFFD_ADDRESS=" + daemon.address(),
-       "TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/neff",
-       "TORCH_NEURONX_HLO_CACHE_DIR=" + root + "/hlo",
-       "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root + "/local",
-       "TORCH_NEURONX_DEBUG_DIR=" + root + "/debug",
-       "TORCH_NEURONX_ENABLED_METRIC_TABLES=neff_cache,allocator",
-       "TORCH_NEURONX_METRICS_DIR=" + root + "/metrics", "RANK=3"});
+      PythonEnv({"PYTHONPATH=" + ModuleDir(),
+                 "NEFFD_ADDRESS=" + daemon.address(),
+                 "TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/neff",
+                 "TORCH_NEURONX_HLO_CACHE_DIR=" + root + "/hlo",
+                 "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root + "/local",
+                 "TORCH_NEURONX_DEBUG_DIR=" + root + "/debug",
+                 "TORCH_NEURONX_ENABLED_METRIC_TABLES=neff_cache,allocator",
+                 "TORCH_NEURONX_METRICS_DIR=" + root + "/metrics", "RANK=3"}));
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(run.out, "PASS\n") << run.err;
   EXPECT_FALSE(absl::StrContains(run.err, "fallback")) << run.err;

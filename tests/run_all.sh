@@ -8,12 +8,12 @@
 #   3. bazel test --config=tsan $TSAN_TESTS    (ThreadSanitizer, the tests
 #      whose threads or processes race on purpose)
 #   4. tests/fuzz/run_fuzzers.sh               (libFuzzer, each target
-#      $NEFFD_FUZZ_SECONDS s, default 20; one case per target)
+#      $NEFFD_FUZZ_SECONDS s, default 60, two at a time; one case per
+#      target)
 #
 #   tests/run_all.sh          the CI run
 #   tests/run_all.sh --long   the long variants: fault tests with
-#                             NEFFD_FAULTS_LONG=1 (20 kill iterations) and
-#                             60 s per fuzz target
+#                             NEFFD_FAULTS_LONG=1 (20 kill iterations)
 # Stages 2-4 are switched with NEFFD_ASAN, NEFFD_TSAN, NEFFD_FUZZ (1 or 0).
 # TSan and the fuzzers are on by default. ASan is off by default until a full
 # run of it on the current tree is recorded green and inside the CI budget
@@ -26,18 +26,23 @@ bash deploy/install-deps.sh || exit 1
 LONG=()
 if [ "${1:-}" = "--long" ]; then
   LONG=(--test_env=NEFFD_FAULTS_LONG=1)
-  export NEFFD_FUZZ_LONG=1
 fi
-# The concurrency tests recorded clean under TSan (docs/RELIABILITY.md).
+# The concurrency tests recorded clean under TSan (docs/RELIABILITY.md). The
+# daemons that lock_handoff_test and cache_client_test start inherit
+# TSAN_OPTIONS, whose suppressions (third_party/tsan/suppressions.txt) cover
+# what TSan reports inside Debian's uninstrumented gRPC and absl, never our
+# code.
 TSAN_TESTS=(
   //daemon/locks:lock_table_test
   //daemon/locks:file_locks_test
   //allocator:segment_pool_threads_test
+  //tests:lock_handoff_test
+  //client:cache_client_test
 )
-# Not //tests:lock_handoff_test: its daemons run Debian's uninstrumented
-# gRPC, and TSan reports races inside libgrpc (recvmsg vs grpc_slice_copy)
-# that it cannot see synchronised; it needs a suppressions file for the
-# system libraries first.
+# Not //tests:concurrent_put_test: every `neffctl put` built with
+# --config=tsan dies with SIGSEGV inside protobuf's inline Map code
+# (PrintFields' google.protobuf.Struct) against Debian's uninstrumented
+# libprotobuf; not a race, to be looked at (docs/RELIABILITY.md).
 
 # count LOGS LABEL...: test cases in the test.xml files under LOGS that
 # belong to the labels (//pkg:name, or //... for all): "passed failed".

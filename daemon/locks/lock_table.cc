@@ -83,6 +83,11 @@ LockTable::WaiterId LockTable::Acquire(const EntryKey& id,
       } else if (!wait) {
         event.outcome = LockOutcome::kBusy;
         DropIfIdle(canonical);
+      } else if (options_.max_waiters > 0 &&
+                 waiter_to_slot_.size() >=
+                     static_cast<size_t>(options_.max_waiters)) {
+        event.outcome = LockOutcome::kOverloaded;
+        DropIfIdle(canonical);
       } else {
         waiter_id = next_waiter_++;
         slot.waiters.push_back(

@@ -15,11 +15,12 @@
 //   kFailed    the holder recorded a compile failure; the event carries it;
 //   kTimedOut  the waiter's deadline passed;
 //   kShutdown  the daemon is stopping or draining; retry later;
-// and Acquire answers kTooMany at once when the holder (host, pid) already
-// holds max_leases_per_holder leases.
-// unless Cancel() removed it first. A lease is revoked when its holder misses
-// its TTL or, if Liveness can observe the holder, as soon as the holder's
-// process is gone. A lease pinned by BeginPublish is never revoked.
+// unless Cancel() removed it first. Acquire answers at once, without parking,
+// kTooMany when the holder (host, pid) already holds max_leases_per_holder
+// leases, and kOverloaded when the request would park but max_waiters are
+// parked already (across all keys and clients). A lease is revoked when its
+// holder misses its TTL or, if Liveness can observe the holder, as soon as the
+// holder's process is gone. A lease pinned by BeginPublish is never revoked.
 //
 // Thread-safe. Tick() must be called periodically (the daemon does it every
 // 100 ms); timing granularity of expiry and timeouts is the tick interval.
@@ -71,7 +72,8 @@ enum class LockOutcome {
   kFailed,
   kTimedOut,
   kShutdown,
-  kTooMany
+  kTooMany,
+  kOverloaded
 };
 
 struct LockEvent {
@@ -97,6 +99,10 @@ struct LockTableOptions {
   // Leases one holder (host, pid) may hold at once; 0: no limit. The pid is
   // what the client says, so this bounds a runaway client, not a hostile one.
   int max_leases_per_holder = 0;
+  // Waiters parked at once across all keys; 0: no limit. Each parked waiter
+  // costs a gRPC call and its memory, so this bounds what a storm of ranks
+  // (or a runaway client) can make the daemon hold.
+  int max_waiters = 0;
 };
 
 class LockTable {

@@ -224,5 +224,38 @@ TEST_F(LockTableTest, ShutdownAnswersWaitersAndRefusesNewOnes) {
   EXPECT_EQ(late->outcome, LockOutcome::kShutdown);
 }
 
+TEST_F(LockTableTest, WaitersBeyondTheCapAreRefusedAtOnce) {
+  LockTableOptions options;
+  options.now = [this] { return now_; };
+  options.max_waiters = 2;
+  table_ = std::make_unique<LockTable>(options);
+  std::optional<LockEvent> holder, w1, w2, w3, free_key, no_wait;
+  Acquire(1, &holder);
+  Acquire(2, &w1);
+  Acquire(3, &w2);
+  EXPECT_FALSE(w1.has_value());
+  EXPECT_FALSE(w2.has_value());
+  Acquire(4, &w3);
+  ASSERT_TRUE(w3.has_value());
+  EXPECT_EQ(w3->outcome, LockOutcome::kOverloaded);
+  EXPECT_EQ(table_->counts().waiters, 2u);
+  // The cap is on parking only: a free key is granted, wait=false is busy.
+  table_->Acquire(*EntryKey::Parse("neff", "2.0", "k2"), HolderInfo{"h", 5, 0},
+                  true, now_ + absl::Seconds(1),
+                  [&free_key](LockEvent e) { free_key = std::move(e); });
+  ASSERT_TRUE(free_key.has_value());
+  EXPECT_EQ(free_key->outcome, LockOutcome::kGranted);
+  Acquire(6, &no_wait, /*wait=*/false);
+  EXPECT_EQ(no_wait->outcome, LockOutcome::kBusy);
+  // A slot frees up once a waiter is answered.
+  ASSERT_TRUE(table_->Release(holder->lease_id, id_, nullptr).ok());
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
+  w3.reset();
+  Acquire(4, &w3);
+  EXPECT_FALSE(w3.has_value());
+  EXPECT_EQ(table_->counts().waiters, 2u);
+}
+
 }  // namespace
 }  // namespace neffd

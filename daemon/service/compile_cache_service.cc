@@ -267,6 +267,10 @@ grpc::Status CompileCacheService::CompleteLock(const EntryKey& id,
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           "holder.pid: this process holds the most leases allowed "
           "(--max_leases_per_pid); publish or unlock one first");
+    case LockOutcome::kOverloaded:
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "wait: this host has the most lock waiters allowed "
+                          "(--max_lock_waiters) parked already; retry later");
     case LockOutcome::kShutdown:
       break;
   }

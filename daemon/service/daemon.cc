@@ -33,6 +33,7 @@
 #include "daemon/tier/local_tier.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "systemd/sd-daemon.h"
 
@@ -279,6 +280,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   lock_options.poll_interval = options.poll_interval;
   lock_options.liveness = parts->liveness.get();
   lock_options.max_leases_per_holder = options.max_leases_per_pid;
+  lock_options.max_waiters = options.max_lock_waiters;
   lock_options.external_locks = parts->file_locks.get();
   lock_options.probe_entry =
       [catalog](const EntryKey& id) -> std::optional<v1::Entry> {
@@ -345,6 +347,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   builder.RegisterService(parts->admin.get());
   builder.RegisterService(&parts->health);
   ConfigureServer(builder, options.max_inline_bytes + (1 << 20));
+  grpc::ResourceQuota quota("neffd");
+  quota.SetMaxThreads(options.max_rpc_threads);
+  builder.SetResourceQuota(quota);
   parts->server = builder.BuildAndStart();
   if (parts->server == nullptr || (socket_path.empty() && port == 0)) {
     return absl::UnavailableError(

@@ -67,6 +67,13 @@ struct DaemonOptions {
   v1::ConfigResponse config;
   // Leases one client process (host, pid) may hold at once; 0: no limit.
   int max_leases_per_pid = 256;
+  // Lock calls parked at once across all clients (0: no limit); more are
+  // answered RESOURCE_EXHAUSTED at once. 128 ranks x a few keys each.
+  int max_lock_waiters = 4096;
+  // gRPC threads serving the synchronous calls (everything but Lookup and
+  // Lock, which use the callback API). A call that finds all of them busy is
+  // answered RESOURCE_EXHAUSTED by gRPC instead of queueing without bound.
+  int max_rpc_threads = 512;
   // PEM files; with both set, TCP is served with TLS (gRPC SSL credentials)
   // and may listen on a non-loopback address.
   std::string tls_cert;

@@ -1,6 +1,7 @@
 #include "tests/harness/process.h"
 
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -14,7 +15,10 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "daemon/store/digest.h"
 #include "grpcpp/create_channel.h"
@@ -40,7 +44,29 @@ bool CanConnect(const std::string& path) {
   return ok;
 }
 
+int AddSanitizerRuntime(struct dl_phdr_info* info, size_t, void* out) {
+  absl::string_view path(info->dlpi_name);
+  absl::string_view name = path.substr(path.rfind('/') + 1);
+  if (absl::StartsWith(name, "libasan.so") ||
+      absl::StartsWith(name, "libubsan.so") ||
+      absl::StartsWith(name, "libtsan.so")) {
+    static_cast<std::vector<std::string>*>(out)->emplace_back(path);
+  }
+  return 0;
+}
+
 }  // namespace
+
+std::vector<std::string> SanitizerPreloadEnv() {
+  std::vector<std::string> runtimes;
+  dl_iterate_phdr(AddSanitizerRuntime, &runtimes);
+  if (runtimes.empty()) return {};
+  const char* asan = getenv("ASAN_OPTIONS");
+  // Later options win: the interpreter's own allocations live until exit.
+  return {absl::StrCat("LD_PRELOAD=", absl::StrJoin(runtimes, ":")),
+          absl::StrCat("ASAN_OPTIONS=", asan != nullptr ? asan : "",
+                       asan != nullptr ? ":" : "", "detect_leaks=0")};
+}
 
 std::string Runfile(const std::string& path) {
   const char* srcdir = getenv("TEST_SRCDIR");
@@ -81,8 +107,17 @@ Process::Process(std::vector<std::string> argv, std::vector<std::string> env) {
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
+  // `env` overrides the test's own value of a variable (getenv returns the
+  // first entry of a name, so a second one would be ignored).
+  absl::flat_hash_set<std::string> overridden;
+  for (const std::string& e : env) overridden.insert(e.substr(0, e.find('=')));
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    absl::string_view entry(*e);
+    if (!overridden.contains(entry.substr(0, entry.find('=')))) {
+      env_strings.emplace_back(entry);
+    }
+  }
   for (std::string& e : env) env_strings.push_back(e);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());

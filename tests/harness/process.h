@@ -29,10 +29,17 @@ std::string NewTempDir(const std::string& name);
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);
 
+// Environment entries for an uninstrumented program (the system python3)
+// that loads code built with this test's sanitizers: LD_PRELOAD of the
+// sanitizer runtimes this test binary runs with, and no leak check (the
+// interpreter's allocations live until exit). Empty in a plain build.
+std::vector<std::string> SanitizerPreloadEnv();
+
 class Process {
  public:
   // Starts argv[0] (an absolute path) with the environment of the test plus
-  // `env` ("NAME=value"). Aborts the test binary if the spawn fails.
+  // `env` ("NAME=value", replacing the test's value of NAME). Aborts the
+  // test binary if the spawn fails.
   Process(std::vector<std::string> argv, std::vector<std::string> env = {});
   ~Process();
   Process(const Process&) = delete;
