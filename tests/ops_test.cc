@@ -309,6 +309,49 @@ TEST_F(OpsTest, FailedAndLockedEntriesAreListed) {
       << show.out;
 }
 
+// A million-entry index is listed a page at a time; the pages together are
+// the index, each key once, in key order, and a forged token is refused.
+TEST_F(OpsTest, ListEntriesPagesCoverTheIndexOnce) {
+  auto stub = daemon_->NewStub();
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5; ++i) {
+    v1::EntryId id;
+    id.set_namespace_("neff");
+    id.set_compiler_version("2.19.1");
+    id.set_key(absl::StrCat("page", i));
+    ASSERT_TRUE(PublishInline(*stub, id, std::string(100 + i, 'p')).ok());
+    keys.push_back(id.key());
+  }
+  auto admin = v1::CacheAdmin::NewStub(grpc::CreateChannel(
+      daemon_->address(), grpc::InsecureChannelCredentials()));
+  v1::ListEntriesRequest request;
+  request.set_page_size(2);
+  std::vector<std::string> listed;
+  int pages = 0;
+  do {
+    grpc::ClientContext context;
+    v1::ListEntriesResponse page;
+    ASSERT_TRUE(admin->ListEntries(&context, request, &page).ok());
+    ASSERT_LE(page.entries_size(), 2);
+    EXPECT_EQ(page.total(), 5u);
+    for (const v1::EntryInfo& info : page.entries()) {
+      listed.push_back(info.id().key());
+    }
+    request.set_page_token(page.next_page_token());
+    ASSERT_LT(++pages, 10) << "paging does not end";
+  } while (!request.page_token().empty());
+  EXPECT_EQ(listed, keys);
+  EXPECT_GE(pages, 3);
+
+  request.set_page_token("../../etc/passwd");
+  grpc::ClientContext context;
+  v1::ListEntriesResponse page;
+  grpc::Status forged = admin->ListEntries(&context, request, &page);
+  EXPECT_EQ(forged.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(forged.error_message(), "page_token"))
+      << forged.error_message();
+}
+
 TEST_F(OpsTest, MetricsTextfilePassesPromtool) {
   Put("ccc333", "content");
   ASSERT_EQ(
