@@ -91,8 +91,7 @@ class WritePipeline {
   // A free buffer to read into, or nullptr once the writer failed.
   char* Acquire() {
     absl::MutexLock lock(&mu_);
-    auto free = [this] { return !status_.ok() || filled_ - written_ < kSlots; };
-    mu_.Await(absl::Condition(&free));
+    while (status_.ok() && filled_ - written_ >= kSlots) changed_.Wait(&mu_);
     if (!status_.ok()) return nullptr;
     return buffers_[filled_ % kSlots].data();
   }
@@ -101,12 +100,14 @@ class WritePipeline {
     absl::MutexLock lock(&mu_);
     sizes_[filled_ % kSlots] = n;
     ++filled_;
+    changed_.SignalAll();
   }
   // Waits until everything submitted is written; the first write error.
   absl::Status Close() {
     {
       absl::MutexLock lock(&mu_);
       closed_ = true;
+      changed_.SignalAll();
     }
     if (writer_.joinable()) writer_.join();
     absl::MutexLock lock(&mu_);
@@ -121,8 +122,7 @@ class WritePipeline {
       const char* data = nullptr;
       {
         absl::MutexLock lock(&mu_);
-        auto ready = [this] { return filled_ > written_ || closed_; };
-        mu_.Await(absl::Condition(&ready));
+        while (filled_ == written_ && !closed_) changed_.Wait(&mu_);
         if (filled_ == written_) return;  // closed and drained
         data = buffers_[written_ % kSlots].data();
         n = sizes_[written_ % kSlots];
@@ -147,6 +147,7 @@ class WritePipeline {
       offset += n;
       absl::MutexLock lock(&mu_);
       ++written_;
+      changed_.SignalAll();
       if (!s.ok()) {
         status_ = s;
         return;
@@ -158,6 +159,10 @@ class WritePipeline {
   const std::string what_;
   std::vector<std::vector<char>> buffers_;
   absl::Mutex mu_;
+  // Explicit waits, not Mutex::Await: absl evaluates an Await condition on
+  // whichever thread unlocks, reading the waiter's stack, which TSan (with
+  // Debian's uninstrumented absl) cannot see ordered.
+  absl::CondVar changed_;
   size_t sizes_[kSlots] ABSL_GUARDED_BY(mu_) = {};
   uint64_t filled_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
