@@ -37,13 +37,8 @@ TSAN_TESTS=(
   //daemon/locks:file_locks_test
   //allocator:segment_pool_threads_test
   //tests:lock_handoff_test
+  //client:cache_client_test
 )
-# Not //client:cache_client_test (clean on 8c30ff5): on 2235067 TSan reports
-# CopyAndHash (main thread, writing) against WritePipeline::WriteLoop's
-# Mutex::Await condition (writer thread, reading a stack variable of
-# CopyAndHash), daemon/store's two-thread publish. Our code: to be fixed or
-# shown to be the absl::Mutex::Await edge that third_party/tsan does not
-# interpose, never suppressed (docs/RELIABILITY.md).
 # Not //tests:concurrent_put_test: every `neffctl put` built with
 # --config=tsan dies with SIGSEGV inside protobuf's inline Map code
 # (PrintFields' google.protobuf.Struct) against Debian's uninstrumented
