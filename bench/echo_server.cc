@@ -34,6 +34,16 @@ void Answer(const EchoRequest& request, EchoResponse* response) {
   response->mutable_payload()->assign(request.reply_bytes(), 'e');
 }
 
+// Answers on the calling thread, as neffd's Lookup does for a hit.
+grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context,
+                                    const EchoRequest& request,
+                                    EchoResponse* response) {
+  Answer(request, response);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 // neffd's shape: the unary call measured (Lookup there, Echo here) on the
 // callback API, other methods (Publish there, Park here) synchronous.
 class MixedEchoService final
@@ -41,10 +51,7 @@ class MixedEchoService final
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const EchoRequest* request,
                                  EchoResponse* response) override {
-    Answer(*request, response);
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return AnswerNow(context, *request, response);
   }
   grpc::Status Park(grpc::ServerContext*, const EchoRequest* request,
                     EchoResponse* response) override {
@@ -67,10 +74,7 @@ class CallbackEchoService final : public Echo::CallbackService {
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const EchoRequest* request,
                                  EchoResponse* response) override {
-    Answer(*request, response);
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return AnswerNow(context, *request, response);
   }
 };
 

@@ -99,12 +99,38 @@ class Answers {
   std::string last_error_ ABSL_GUARDED_BY(mu_);
 };
 
+// Calls in flight at once, counted into Answers as they are answered.
+// Destroying it waits for every answer.
+class InFlight {
+ public:
+  explicit InFlight(int n) : done_(n) {}
+  ~InFlight() { WaitAll(); }
+  // Returns once every call was answered. (BlockingCounter::Wait may be
+  // called once only.)
+  void WaitAll() {
+    if (!waited_) done_.Wait();
+    waited_ = true;
+  }
+  Answers& answers() { return answers_; }
+
+ protected:
+  void Answered(const grpc::Status& status, bool ready) {
+    answers_.Add(status, ready);
+    done_.DecrementCount();
+  }
+
+ private:
+  Answers answers_;
+  absl::BlockingCounter done_;
+  bool waited_ = false;
+};
+
 // `n` Lock(wait) calls on neff/1.0/{key} from n different pids, in flight
-// at once on one channel. Destroying it waits for every answer.
-class Waiters {
+// at once on one channel.
+class Waiters : public InFlight {
  public:
   Waiters(v1::CompileCache::Stub& stub, const std::string& key, int n)
-      : done_(n) {
+      : InFlight(n) {
     for (int i = 0; i < n; ++i) {
       auto call = std::make_unique<Call>();
       *call->request.mutable_id() = Id("neff", "1.0", key);
@@ -114,20 +140,12 @@ class Waiters {
       Call* c = call.get();
       stub.async()->Lock(
           &c->context, &c->request, &c->response, [this, c](grpc::Status s) {
-            answers_.Add(s, c->response.outcome() == v1::LockResponse::READY);
-            done_.DecrementCount();
+            Answered(s, c->response.outcome() == v1::LockResponse::READY);
           });
       calls_.push_back(std::move(call));
     }
   }
-  ~Waiters() { WaitAll(); }
-  // Returns once every call was answered. (BlockingCounter::Wait may be
-  // called once only.)
-  void WaitAll() {
-    if (!waited_) done_.Wait();
-    waited_ = true;
-  }
-  Answers& answers() { return answers_; }
+  ~Waiters() { WaitAll(); }  // before calls_ goes
 
  private:
   struct Call {
@@ -135,21 +153,18 @@ class Waiters {
     v1::LockRequest request;
     v1::LockResponse response;
   };
-  Answers answers_;
-  absl::BlockingCounter done_;
-  bool waited_ = false;
   std::vector<std::unique_ptr<Call>> calls_;
 };
 
 // `n` clients, each on a connection of its own, sending one call at once:
 // Lookup (served on gRPC's callback threads, like Lock) or GetStats (served
 // by the synchronous thread pool that --max_rpc_threads bounds).
-class Clients {
+class Clients : public InFlight {
  public:
   enum class Method { kLookup, kGetStats };
 
   Clients(const std::string& address, int n, Method method = Method::kLookup)
-      : done_(n) {
+      : InFlight(n) {
     for (int i = 0; i < n; ++i) {
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one socket each
@@ -164,10 +179,7 @@ class Clients {
       // A hang guard, not a timing assertion: DEADLINE_EXCEEDED fails it.
       call->context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
       Call* c = call.get();
-      auto answered = [this](grpc::Status s) {
-        answers_.Add(s, false);
-        done_.DecrementCount();
-      };
+      auto answered = [this](grpc::Status s) { Answered(s, false); };
       if (method == Method::kLookup) {
         stubs_[i]->async()->Lookup(&c->context, &c->request, &c->response,
                                    answered);
@@ -178,12 +190,7 @@ class Clients {
       calls_.push_back(std::move(call));
     }
   }
-  ~Clients() { WaitAll(); }
-  void WaitAll() {
-    if (!waited_) done_.Wait();
-    waited_ = true;
-  }
-  Answers& answers() { return answers_; }
+  ~Clients() { WaitAll(); }  // before calls_ and the channels go
 
  private:
   struct Call {
@@ -193,9 +200,6 @@ class Clients {
     v1::GetStatsRequest stats_request;
     v1::Stats stats;
   };
-  Answers answers_;
-  absl::BlockingCounter done_;
-  bool waited_ = false;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::CompileCache::Stub>> stubs_;
   std::vector<std::unique_ptr<Call>> calls_;
