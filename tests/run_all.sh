@@ -2,23 +2,26 @@
 # Installs what is missing, builds everything and runs every test, then prints
 # one line "N passed, N failed" counting test cases (from Bazel's test.xml).
 #
-# The line counts four runs (issue 9):
-#   1. bazel test //...                        (gcc, the plain build)
-#   2. bazel test --config=asan //...          (ASan + UBSan)
+# The stages (issue 9), each followed by a "run_all: STAGE ... in N s" line:
+#   1. bazel build //...                       (gcc, the plain build: the
+#                                               compile check, -Werror)
+#   2. bazel test --config=asan //...          (every test, under ASan +
+#                                               UBSan; a test tagged no_asan
+#                                               runs in the plain build
+#                                               instead: none is)
 #   3. bazel test --config=tsan $TSAN_TESTS    (ThreadSanitizer, the tests
-#      whose threads or processes race on purpose)
+#                                               whose threads or processes
+#                                               race on purpose)
 #   4. tests/fuzz/run_fuzzers.sh               (libFuzzer, each target
-#      $NEFFD_FUZZ_SECONDS s, default 60, two at a time; one case per
-#      target)
+#                                               $NEFFD_FUZZ_SECONDS s, default
+#                                               60, two at a time; one case
+#                                               per target)
 #
 #   tests/run_all.sh          the CI run
 #   tests/run_all.sh --long   the long variants: fault tests with
 #                             NEFFD_FAULTS_LONG=1 (20 kill iterations)
-# Stages 2-4 are switched with NEFFD_ASAN, NEFFD_TSAN, NEFFD_FUZZ (1 or 0).
-# TSan and the fuzzers are on by default. ASan is off by default until a full
-# run of it on the current tree is recorded green and inside the CI budget
-# (docs/RELIABILITY.md records the last runs); NEFFD_ASAN=1 tests/run_all.sh
-# runs everything.
+# NEFFD_ASAN=0 runs stage 2 in the plain build instead (a quicker local run);
+# NEFFD_TSAN=0 and NEFFD_FUZZ=0 skip stages 3 and 4.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh || exit 1
@@ -52,6 +55,8 @@ import glob, sys, xml.etree.ElementTree as ET
 logs, labels = sys.argv[1], sys.argv[2:]
 paths = set()
 for label in labels:
+    if not label.startswith("//"):
+        continue  # a flag
     if label.endswith("..."):
         pattern = logs + "/" + label[2:-3] + "**/test.xml"
     else:
@@ -95,10 +100,28 @@ run_tests() {
   [ "$status" -eq 0 ] || overall=1
 }
 
+start=$SECONDS
+# stage NAME: prints how long the stage that just ended took.
+stage() {
+  echo "run_all: stage $1 took $((SECONDS - start)) s"
+  start=$SECONDS
+}
+
 bazel build //... || { echo "0 passed, 1 failed"; exit 1; }
-run_tests plain //...
-if [ "${NEFFD_ASAN:-0}" = 1 ]; then run_tests asan //...; fi
-if [ "${NEFFD_TSAN:-1}" = 1 ]; then run_tests tsan "${TSAN_TESTS[@]}"; fi
+stage "plain build"
+if [ "${NEFFD_ASAN:-1}" = 1 ]; then
+  run_tests asan --test_tag_filters=-no_asan //...
+  no_asan=$(bazel query 'attr(tags, no_asan, tests(//...))' 2>/dev/null)
+  # shellcheck disable=SC2086
+  [ -z "$no_asan" ] || run_tests plain $no_asan
+else
+  run_tests plain //...
+fi
+stage "tests (asan=${NEFFD_ASAN:-1})"
+if [ "${NEFFD_TSAN:-1}" = 1 ]; then
+  run_tests tsan "${TSAN_TESTS[@]}"
+  stage tsan
+fi
 if [ "${NEFFD_FUZZ:-1}" = 1 ]; then
   fuzz_line=$(bash tests/fuzz/run_fuzzers.sh | tee /dev/stderr | tail -1)
   read -r passed failed < <(echo "$fuzz_line" |
@@ -106,6 +129,7 @@ if [ "${NEFFD_FUZZ:-1}" = 1 ]; then
   total_passed=$((total_passed + ${passed:-0}))
   total_failed=$((total_failed + ${failed:-1}))
   [ "${failed:-1}" -eq 0 ] || overall=1
+  stage fuzz
 fi
 echo "${total_passed} passed, ${total_failed} failed"
 exit "$overall"
