@@ -13,7 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(NEFFD_TSAN)
 #include <sanitizer/tsan_interface.h>
 #endif
 
@@ -24,12 +24,12 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   explicit MutexLock(absl::Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
       : mu_(mu) {
     mu_->Lock();
-#if defined(__SANITIZE_THREAD__)
+#if defined(NEFFD_TSAN)
     __tsan_acquire(mu_);
 #endif
   }
   ~MutexLock() ABSL_UNLOCK_FUNCTION() {
-#if defined(__SANITIZE_THREAD__)
+#if defined(NEFFD_TSAN)
     __tsan_release(mu_);
 #endif
     mu_->Unlock();

@@ -21,7 +21,7 @@ namespace neffd {
 namespace {
 
 grpc::Status Invalid(absl::string_view message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(message));
+  return MakeGrpcStatus(grpc::StatusCode::INVALID_ARGUMENT, message);
 }
 
 // Opens a client-staged file for reading, refusing anything that is not a
@@ -335,7 +335,9 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
         local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.now()));
         local.mutable_metadata()->insert(metadata.begin(), metadata.end());
         adopted = true;
-        if (!tier_->Adopt(*id, local, request->staged_path())) return;
+        if (!tier_->Adopt(*id, local, request->staged_path(), staged->get())) {
+          return;
+        }
         absl::StatusOr<v1::Entry> served = tier_->Get(*id, local);
         if (!served.ok()) return;
         const size_t waiters =

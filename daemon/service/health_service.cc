@@ -1,6 +1,7 @@
 #include "daemon/service/health_service.h"
 
 #include "absl/time/time.h"
+#include "daemon/service/grpc_status.h"
 
 namespace neffd {
 
@@ -41,10 +42,10 @@ grpc::Status HealthService::Check(grpc::ServerContext*,
   absl::MutexLock lock(&mu_);
   ServingStatus status;
   if (!StatusOf(request->service(), &status)) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        "service: unknown service '" + request->service() +
-                            "'; ask for \"\", neffd.v1.CompileCache or "
-                            "neffd.v1.CacheAdmin");
+    return MakeGrpcStatus(grpc::StatusCode::NOT_FOUND,
+                          "service: unknown service '" + request->service() +
+                              "'; ask for \"\", neffd.v1.CompileCache or "
+                              "neffd.v1.CacheAdmin");
   }
   response->set_status(status);
   return grpc::Status::OK;

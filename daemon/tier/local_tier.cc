@@ -191,17 +191,26 @@ absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
 }
 
 bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
-                      const std::string& staged_path) {
+                      const std::string& staged_path, int staged_fd) {
   const std::string name = NameFor(id, entry.sha256());
   const std::string path = absl::StrCat(options_.dir, "/", name);
-  if (MakeDirs(path.substr(0, path.rfind('/'))).ok() &&
-      rename(staged_path.c_str(), path.c_str()) == 0) {
-    chmod(path.c_str(), 0644);
-    Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
-    return true;
+  if (!MakeDirs(path.substr(0, path.rfind('/'))).ok() ||
+      rename(staged_path.c_str(), path.c_str()) != 0) {
+    unlink(staged_path.c_str());
+    return false;
   }
-  unlink(staged_path.c_str());
-  return false;
+  // The rename went by name; the bytes were verified through the fd. Keep
+  // the file only if both are one inode with this single name.
+  struct stat verified, renamed;
+  if (fstat(staged_fd, &verified) != 0 || lstat(path.c_str(), &renamed) != 0 ||
+      verified.st_dev != renamed.st_dev || verified.st_ino != renamed.st_ino ||
+      renamed.st_nlink != 1) {
+    unlink(path.c_str());
+    return false;
+  }
+  fchmod(staged_fd, 0444);
+  Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
+  return true;
 }
 
 void LocalTier::Remove(const EntryKey& id) {

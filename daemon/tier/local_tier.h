@@ -64,12 +64,16 @@ class LocalTier {
   absl::StatusOr<v1::Entry> Get(const EntryKey& id, const v1::Entry& entry);
 
   // Moves a publish's staged file (already verified against `entry` by the
-  // store, and on the same local filesystem) into the tier, so the
-  // publisher's host never reads the entry back from the shared store.
-  // Removes the staged file if it cannot be used; true if the tier now
-  // holds the copy.
+  // store through `staged_fd`, and on the same local filesystem) into the
+  // tier, so the publisher's host never reads the entry back from the shared
+  // store. Only the very file the store read is adopted, and only while it
+  // has no other name: if the path now names another file (swapped after
+  // the store opened it) or the file has a second hard link (bytes someone
+  // could still change), nothing is adopted and the tier fills from the
+  // shared store on first use. Removes the staged file if it cannot be
+  // used; true if the tier now holds the copy.
   bool Adopt(const EntryKey& id, const v1::Entry& entry,
-             const std::string& staged_path);
+             const std::string& staged_path, int staged_fd);
 
   // Drops every local copy of `id`.
   void Remove(const EntryKey& id);

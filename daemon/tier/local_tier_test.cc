@@ -1,5 +1,7 @@
 #include "daemon/tier/local_tier.h"
 
+#include <fcntl.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/store/digest.h"
+#include "daemon/store/file_util.h"
 #include "gtest/gtest.h"
 
 namespace neffd {
@@ -43,6 +46,13 @@ class LocalTierTest : public ::testing::Test {
     e.set_size(content.size());
     e.set_sha256(Sha256Hex(content));
     return e;
+  }
+
+  // Writes `content` to a staged file and opens it, as the store does before
+  // it verifies the bytes.
+  UniqueFd Stage(const std::string& path, const std::string& content) {
+    std::ofstream(path, std::ios::binary) << content;
+    return UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   }
 
   static std::string Read(const std::string& path) {
@@ -128,8 +138,8 @@ TEST_F(LocalTierTest, ATierFileTornBeforeARestartIsRefilledNotServed) {
   {
     auto tier = Open(1 << 20);
     const std::string staged = root_ + "/staged";
-    std::ofstream(staged, std::ios::binary) << "artifact bytes";
-    ASSERT_TRUE(tier->Adopt(id, shared, staged));
+    UniqueFd fd = Stage(staged, "artifact bytes");
+    ASSERT_TRUE(tier->Adopt(id, shared, staged, fd.get()));
     local = tier->Get(id, shared)->path();
   }
   std::ofstream(local, std::ios::binary) << std::string(14, '\0');
@@ -145,8 +155,8 @@ TEST_F(LocalTierTest, AdoptsAStagedFileAndRemovesEveryCopyOfAKey) {
   EntryKey id = *EntryKey::Parse("neff", "1", "k");
   v1::Entry shared = Shared("k", "artifact bytes");
   const std::string staged = root_ + "/staged";
-  std::ofstream(staged, std::ios::binary) << "artifact bytes";
-  tier->Adopt(id, shared, staged);
+  UniqueFd fd = Stage(staged, "artifact bytes");
+  EXPECT_TRUE(tier->Adopt(id, shared, staged, fd.get()));
   EXPECT_FALSE(fs::exists(staged));
   absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
   ASSERT_TRUE(got.ok());
@@ -154,6 +164,41 @@ TEST_F(LocalTierTest, AdoptsAStagedFileAndRemovesEveryCopyOfAKey) {
   tier->Remove(id);
   EXPECT_FALSE(fs::exists(got->path()));
   EXPECT_EQ(tier->used_bytes(), 0u);
+}
+
+TEST_F(LocalTierTest, RefusesAStagedFileSwappedAfterTheStoreOpenedIt) {
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  const std::string staged = root_ + "/staged";
+  UniqueFd verified = Stage(staged, "artifact bytes");
+  // The client puts other bytes under the staged name after the store
+  // verified the first file through its fd.
+  fs::remove(staged);
+  std::ofstream(staged, std::ios::binary) << "forged! bytes!";
+  EXPECT_FALSE(tier->Adopt(id, shared, staged, verified.get()));
+  EXPECT_FALSE(fs::exists(staged));
+  EXPECT_EQ(tier->used_bytes(), 0u);
+  absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(Read(got->path()), "artifact bytes");  // filled from the store
+  EXPECT_EQ(tier->filled_bytes(), 14u);
+}
+
+TEST_F(LocalTierTest, RefusesAStagedFileWithAnotherHardLink) {
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  const std::string staged = root_ + "/staged";
+  UniqueFd fd = Stage(staged, "artifact bytes");
+  // A second name through which the bytes could change after the publish.
+  fs::create_hard_link(staged, root_ + "/kept");
+  EXPECT_FALSE(tier->Adopt(id, shared, staged, fd.get()));
+  EXPECT_EQ(Read(root_ + "/kept"), "artifact bytes");
+  absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
+  ASSERT_TRUE(got.ok());
+  EXPECT_NE(got->path(), root_ + "/kept");
+  EXPECT_EQ(tier->filled_bytes(), 14u);
 }
 
 }  // namespace

@@ -211,7 +211,8 @@ TEST_F(HostileInputTest, TenThousandHostileRequestsGetAStatusAndChangeNothing) {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(30));
     grpc::Status s;
-    switch (rng() % 6) {
+    const int kind = rng() % 6;
+    switch (kind) {
       case 0: {
         v1::LookupRequest r;
         *r.mutable_id() = random_id();
@@ -276,8 +277,9 @@ TEST_F(HostileInputTest, TenThousandHostileRequestsGetAStatusAndChangeNothing) {
     }
     if (!Check(s)) {
       ++bad;
-      ADD_FAILURE() << "request " << i << ": " << s.error_code() << " '"
-                    << s.error_message() << "'";
+      ADD_FAILURE() << "request " << i << " (kind " << kind
+                    << "): " << s.error_code() << " '" << s.error_message()
+                    << "'";
     }
     if (bad > 20) break;
   }
