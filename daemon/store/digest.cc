@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/store/file_util.h"
 
@@ -34,12 +34,8 @@ std::string Sha256::HexDigest() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx_->md, md, &len);
-  std::string hex;
-  hex.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    absl::StrAppendFormat(&hex, "%02x", md[i]);
-  }
-  return hex;
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 std::string Sha256Hex(absl::string_view data) {
