@@ -194,18 +194,21 @@ bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
                       const std::string& staged_path, int staged_fd) {
   const std::string name = NameFor(id, entry.sha256());
   const std::string path = absl::StrCat(options_.dir, "/", name);
-  if (!MakeDirs(path.substr(0, path.rfind('/'))).ok() ||
-      rename(staged_path.c_str(), path.c_str()) != 0) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  // Renamed under a temporary name first: the rename goes by name while the
+  // bytes were verified through the fd, and only a file that is that inode
+  // with no other name may replace anything under `name`.
+  const std::string tmp = absl::StrCat(
+      dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "adopt"));
+  if (!MakeDirs(dir).ok() || rename(staged_path.c_str(), tmp.c_str()) != 0) {
     unlink(staged_path.c_str());
     return false;
   }
-  // The rename went by name; the bytes were verified through the fd. Keep
-  // the file only if both are one inode with this single name.
   struct stat verified, renamed;
-  if (fstat(staged_fd, &verified) != 0 || lstat(path.c_str(), &renamed) != 0 ||
+  if (fstat(staged_fd, &verified) != 0 || lstat(tmp.c_str(), &renamed) != 0 ||
       verified.st_dev != renamed.st_dev || verified.st_ino != renamed.st_ino ||
-      renamed.st_nlink != 1) {
-    unlink(path.c_str());
+      renamed.st_nlink != 1 || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
     return false;
   }
   fchmod(staged_fd, 0444);
