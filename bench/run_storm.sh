@@ -5,8 +5,9 @@
 # measured in the same run, targets met or missed) and regenerates
 # docs/bench/storm_wall.svg and docs/bench/storm_handoff.svg.
 #
-#   bench/run_storm.sh              # everything, ~35 min on 2 cores
+#   bench/run_storm.sh              # everything at the size (hours on 2 cores)
 #   REPS=1 GRAPHS=16 bench/run_storm.sh   # a quick look
+#   VARIANTS="same" OUT=/tmp/x bench/run_storm.sh   # one variant, elsewhere
 #
 # Per repetition: R x K at C = 200 ms, S = 8 MiB in the same order for daemon,
 # fallback, legacy@0.1s and legacy@1s; the random-order variant (daemon,
@@ -24,7 +25,9 @@ GRAPHS_2S=${GRAPHS_2S:-8}
 STRACE_GRAPHS=${STRACE_GRAPHS:-16}
 BYTES=${BYTES:-8388608}
 WORK=${WORK:-/tmp/neffd-storm-bench}
-OUT=docs/bench
+OUT=${OUT:-docs/bench}
+VARIANTS=${VARIANTS:-same random c2s warm}
+mkdir -p "$OUT"
 
 bazel build -c opt //bench/storm:storm
 STORM=(bazel-bin/bench/storm/storm --ranks="$RANKS" --neff_bytes="$BYTES"
@@ -40,6 +43,7 @@ echo "raw results in $RAW" >&2
 run() {  # run VARIANT ARGS...: appends the rows, tagged, to $RAW/rows
   local variant=$1
   shift
+  [[ " $VARIANTS " == *" $variant "* ]] || return 0
   local load
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   "${STORM[@]}" "$@" | grep '^| [a-z]' | grep -v '^| mode' |

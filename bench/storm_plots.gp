@@ -21,8 +21,10 @@ plot dir."/storm_wall.dat" using 2:xtic(1) title "daemon", \
      "" using 5 title "fallback (no daemon)"
 
 set output dir."/storm_handoff.svg"
-set title "Lock handoff: compile end -> every waiter holds the path (median of the repetitions)"
+set title "Handoff to every waiter holding the path (median of the repetitions)"
 set ylabel "ms"
 set logscale y
-plot dir."/storm_handoff.dat" using 2:xtic(1) title "p50", \
-     "" using 3 title "p99"
+plot dir."/storm_handoff.dat" using 2:xtic(1) title "p50 from compile end", \
+     "" using 3 title "p99 from compile end", \
+     "" using 4 title "p50 from release", \
+     "" using 5 title "p99 from release"

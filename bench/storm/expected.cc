@@ -34,21 +34,22 @@ absl::Status WriteExpected(const std::string& dir, int graphs, int64_t bytes) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
+absl::Status ReadWhole(const std::string& path, std::string* buffer) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st;
   if (!fd.valid() || fstat(fd.get(), &st) != 0) {
     return ErrnoStatus(errno, "reading " + path);
   }
-  std::string out(st.st_size, '\0');
+  buffer->resize(st.st_size);  // no allocation once the buffer has grown
   size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = pread(fd.get(), out.data() + done, out.size() - done, done);
+  while (done < buffer->size()) {
+    ssize_t n =
+        pread(fd.get(), buffer->data() + done, buffer->size() - done, done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, "reading " + path);
     done += n;
   }
-  return out;
+  return absl::OkStatus();
 }
 
 bool MatchesExpected(const std::string& dir, const std::string& key,

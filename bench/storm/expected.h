@@ -25,10 +25,11 @@ std::string GraphKey(int g);
 // g < graphs (files already there with the right size are kept).
 absl::Status WriteExpected(const std::string& dir, int graphs, int64_t bytes);
 
-// The whole file at `path`, read into a buffer sized once from fstat (the
-// 8 MiB NEFF every rank reads each step: growing a string chunk by chunk
-// costs more CPU in page faults and copies than the read itself).
-absl::StatusOr<std::string> ReadWhole(const std::string& path);
+// Reads the whole file at `path` into `buffer`, sized from fstat. A rank
+// keeps one buffer for every step, as a runtime's loader would: allocating
+// 8 MiB afresh per step costs more CPU in page faults and zeroing than the
+// read itself, and that cost would swamp the protocols being compared.
+absl::Status ReadWhole(const std::string& path, std::string* buffer);
 
 // True if `content` equals the reference file for `key`.
 bool MatchesExpected(const std::string& dir, const std::string& key,

@@ -19,15 +19,15 @@ bool Exists(const std::string& path, LegacyCounters* c) {
   return stat(path.c_str(), &st) == 0;
 }
 
-absl::StatusOr<std::string> ReadShared(const std::string& path,
-                                       LegacyCounters* c) {
-  ++c->metadata_ops;
-  absl::StatusOr<std::string> content = ReadWhole(path);
-  if (content.ok()) c->bytes_read += content->size();
-  return content;
-}
-
 }  // namespace
+
+absl::Status LegacyRead(const std::string& neff_path, std::string* content,
+                        LegacyCounters* c) {
+  ++c->metadata_ops;
+  absl::Status read = ReadWhole(neff_path, content);
+  if (read.ok()) c->bytes_read += content->size();
+  return read;
+}
 
 absl::StatusOr<LegacyResult> LegacyGetOrCompile(
     const std::string& entry_dir, absl::Duration poll_interval,
@@ -37,6 +37,7 @@ absl::StatusOr<LegacyResult> LegacyGetOrCompile(
   const std::string done = entry_dir + "/model.done";
   const std::string lock = entry_dir + "/model.hlo_module.pb.lock";
   LegacyResult result;
+  result.neff_path = neff;
   for (;;) {
     if (Exists(done, c)) break;
     ++c->metadata_ops;
@@ -59,13 +60,10 @@ absl::StatusOr<LegacyResult> LegacyGetOrCompile(
     c->metadata_ops += 4;  // rename neff, create done, unlink lock, (fsync)
     rename(tmp.c_str(), neff.c_str());
     close(open(done.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    result.released = absl::Now();
     unlink(lock.c_str());
-    result.compiled = true;
     break;
   }
-  absl::StatusOr<std::string> content = ReadShared(neff, c);
-  if (!content.ok()) return content.status();
-  result.content = *std::move(content);
   return result;
 }
 

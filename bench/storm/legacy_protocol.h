@@ -28,15 +28,22 @@ struct LegacyCounters {
 };
 
 struct LegacyResult {
-  std::string content;  // the NEFF as read from the shared directory
-  bool compiled = false;
+  std::string neff_path;  // in the shared directory
+  // When this rank released the entry to the others (model.done written);
+  // InfinitePast if another rank compiled it.
+  absl::Time released = absl::InfinitePast();
 };
 
-// `compile(out_path)` writes the NEFF to out_path.
+// Runs the protocol up to holding a done entry; `compile(out_path)` writes
+// the NEFF to out_path.
 absl::StatusOr<LegacyResult> LegacyGetOrCompile(
     const std::string& entry_dir, absl::Duration poll_interval,
     const std::function<absl::Status(const std::string& out_path)>& compile,
     LegacyCounters* counters);
+
+// Reads the NEFF at `neff_path` into `content`, counted.
+absl::Status LegacyRead(const std::string& neff_path, std::string* content,
+                        LegacyCounters* counters);
 
 }  // namespace neffd::bench
 

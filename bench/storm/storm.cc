@@ -24,7 +24,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,14 +162,32 @@ struct Phase {
   size_t compiles = 0;
   std::vector<double> handoff_ms;  // compile end -> waiter holds the path
   std::vector<double> publish_ms;  // compile end -> publisher holds the path
-  uint64_t ops = 0, bytes = 0;     // the ranks' own shared-dir counts
+  // The lock handoff proper, from the moment the entry was released to the
+  // host's waiters (legacy: model.done written; daemon: its waiters
+  // answered, from its log) to each waiter holding the path.
+  std::map<int, int64_t> released_us;                  // graph -> when
+  std::vector<std::pair<int, int64_t>> waiter_got_us;  // (graph, when)
+  std::vector<double> LockHandoffMs() const;
+  uint64_t ops = 0, bytes = 0;  // the ranks' own shared-dir counts
   double rank_cpu_s = 0;
 };
 
-// Runs `ranks` rank processes over `graphs` steps against `root`.
+std::vector<double> Phase::LockHandoffMs() const {
+  std::vector<double> out;
+  for (const auto& [g, got] : waiter_got_us) {
+    auto released = released_us.find(g);
+    if (released == released_us.end()) continue;
+    out.push_back(std::max<int64_t>(0, got - released->second) / 1e3);
+  }
+  return out;
+}
+
+// Runs `ranks` rank processes over `graphs` steps against `root`. The clock
+// starts once every rank is ready (started and, with the client library,
+// connected), right after `on_ready` has run.
 Phase RunRanks(const Mode& mode, const std::string& root,
                const std::string& address, int ranks, int graphs,
-               int compile_ms) {
+               int compile_ms, const std::function<void()>& on_ready) {
   Phase phase;
   const std::string log = root + "/compiles.txt";
   unlink(log.c_str());
@@ -190,6 +210,15 @@ Phase RunRanks(const Mode& mode, const std::string& root,
                "--compile_log=" + log},
               env));
   }
+  for (Rank& p : procs) {
+    const std::string line = ReadLine(p.from);
+    if (absl::StripAsciiWhitespace(line) != "ready") {
+      std::fprintf(stderr, "%s rank failed to start: %s\n", mode.label.c_str(),
+                   line.c_str());
+      phase.ok = false;
+    }
+  }
+  if (phase.ok) on_ready();
   const absl::Time start = absl::Now();
   for (int step = 0; step < graphs && phase.ok; ++step) {
     for (Rank& p : procs) {
@@ -199,18 +228,21 @@ Phase RunRanks(const Mode& mode, const std::string& root,
     // graph -> (holds-path time, compile end time or 0 if it did not compile)
     std::map<int, std::vector<std::pair<int64_t, int64_t>>> by_graph;
     for (Rank& p : procs) {
-      std::vector<std::string> f = absl::StrSplit(ReadLine(p.from), ' ');
+      std::vector<std::string> f =
+          absl::StrSplit(absl::StripAsciiWhitespace(ReadLine(p.from)), ' ');
       int g = 0;
-      int64_t us = 0, compiled_us = 0;
-      if (f.size() < 4 || f[0] != "got" || !absl::SimpleAtoi(f[1], &g) ||
+      int64_t us = 0, compiled_us = 0, released_us = 0;
+      if (f.size() != 5 || f[0] != "got" || !absl::SimpleAtoi(f[1], &g) ||
           !absl::SimpleAtoi(f[2], &us) ||
-          !absl::SimpleAtoi(absl::StripAsciiWhitespace(f[3]), &compiled_us)) {
+          !absl::SimpleAtoi(f[3], &compiled_us) ||
+          !absl::SimpleAtoi(f[4], &released_us)) {
         std::fprintf(stderr, "%s rank failed: %s\n", mode.label.c_str(),
                      absl::StrJoin(f, " ").c_str());
         phase.ok = false;
         break;
       }
       by_graph[g].push_back({us, compiled_us});
+      if (released_us != 0) phase.released_us[g] = released_us;
     }
     for (auto& [g, got] : by_graph) {
       int64_t compiled_end = 0;
@@ -225,6 +257,7 @@ Phase RunRanks(const Mode& mode, const std::string& root,
         if (end == 0) {
           phase.handoff_ms.push_back(std::max<int64_t>(0, us - compiled_end) /
                                      1e3);
+          phase.waiter_got_us.push_back({g, us});
         }
       }
     }
@@ -263,18 +296,56 @@ std::unique_ptr<testing::DaemonProcess> StartDaemon(const std::string& root) {
   return daemon;
 }
 
-// The daemon's own side of the handoff: for each publish, microseconds from
-// the Publish call to answering every parked waiter (its log).
-std::vector<double> DaemonAnswerMs(const std::string& log) {
+// The daemon's counters and its process's resource use, at one moment.
+struct DaemonFigures {
+  uint64_t store_metadata_ops = 0;
+  uint64_t tier_filled_bytes = 0;  // bytes read from the shared store
+  double cpu_s = 0;
+  uint64_t read_chars = 0;
+};
+
+DaemonFigures ReadDaemonFigures(testing::DaemonProcess& daemon) {
+  testing::CommandResult stats =
+      testing::RunCommand({testing::Runfile("client/neffctl"),
+                           "--address=" + daemon.address(), "--json", "stats"});
+  DaemonFigures figures;
+  figures.store_metadata_ops = StatField(stats.out, "store_metadata_ops");
+  figures.tier_filled_bytes = StatField(stats.out, "local_tier_filled_bytes");
+  figures.cpu_s = CpuSeconds(daemon.process().pid());
+  figures.read_chars = ReadChars(daemon.process().pid());
+  return figures;
+}
+
+// The value of `name=` in a log line, if it is an integer.
+std::optional<int64_t> LogField(absl::string_view line,
+                                absl::string_view name) {
+  const std::string field = absl::StrCat(" ", name, "=");
+  size_t at = line.find(field);
+  if (at == absl::string_view::npos) return std::nullopt;
+  absl::string_view v = line.substr(at + field.size());
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(v.substr(0, v.find(' ')), &value)) return std::nullopt;
+  return value;
+}
+
+// The daemon's own side of the handoff, from its log: for each publish,
+// milliseconds from the Publish call to answering every parked waiter; and
+// when each graph's waiters were answered (into `phase`).
+std::vector<double> DaemonAnswerMs(const std::string& log, Phase& phase) {
   std::vector<double> out;
   for (absl::string_view line : absl::StrSplit(log, '\n')) {
     if (!absl::StrContains(line, "event=waiters_answered")) continue;
-    size_t at = line.find("since_publish_us=");
-    int64_t us = 0;
-    if (at == absl::string_view::npos) continue;
-    absl::string_view v = line.substr(at + 17);
-    v = v.substr(0, v.find(' '));
-    if (absl::SimpleAtoi(v, &us)) out.push_back(us / 1e3);
+    if (std::optional<int64_t> us = LogField(line, "since_publish_us")) {
+      out.push_back(*us / 1e3);
+    }
+    std::optional<int64_t> released = LogField(line, "released_unix_us");
+    size_t at = line.find("entry=neff/bench/storm");
+    int g = 0;
+    if (released && at != absl::string_view::npos &&
+        absl::SimpleAtoi(line.substr(at + 22, line.find(' ', at) - at - 22),
+                         &g)) {
+      phase.released_us[g] = *released;
+    }
   }
   return out;
 }
@@ -295,7 +366,7 @@ bool RunMode(const Mode& mode) {
     return daemon ? daemon->address() : "unix:" + root + "/none";
   };
   if (warm) {
-    Phase fill = RunRanks(mode, root, address(), 1, graphs, 0);
+    Phase fill = RunRanks(mode, root, address(), 1, graphs, 0, [] {});
     if (!fill.ok || fill.compiles != static_cast<size_t>(graphs)) {
       std::fprintf(stderr, "%s: populating the store failed\n",
                    mode.label.c_str());
@@ -311,28 +382,40 @@ bool RunMode(const Mode& mode) {
     std::filesystem::remove_all(root + "/debug");
     if (with_daemon && !(daemon = StartDaemon(root))) return false;
   }
+  // The daemon's figures count from the moment the ranks are ready (their
+  // connecting Lookup and the daemon's start-up are not part of the storm).
+  DaemonFigures before;
   Phase phase = RunRanks(mode, root, address(), ranks, graphs,
-                         absl::GetFlag(FLAGS_compile_ms));
+                         absl::GetFlag(FLAGS_compile_ms), [&] {
+                           if (daemon) before = ReadDaemonFigures(*daemon);
+                         });
   std::string shared_ops =
       mode.kind == "fallback" ? "n/a" : absl::StrCat(phase.ops);
   std::string shared_bytes = absl::StrCat(phase.bytes);
   std::string daemon_cpu = "-", answer = "-", daemon_read = "-";
   if (daemon) {
-    testing::CommandResult stats = testing::RunCommand(
-        {testing::Runfile("client/neffctl"), "--address=" + daemon->address(),
-         "--json", "stats"});
-    shared_ops = absl::StrCat(StatField(stats.out, "store_metadata_ops"));
+    const DaemonFigures after = ReadDaemonFigures(*daemon);
+    shared_ops =
+        absl::StrCat(after.store_metadata_ops - before.store_metadata_ops);
     shared_bytes =
-        absl::StrCat(StatField(stats.out, "local_tier_filled_bytes"));
-    daemon_cpu = absl::StrFormat("%.2f", CpuSeconds(daemon->process().pid()));
-    daemon_read = absl::StrCat(ReadChars(daemon->process().pid()));
+        absl::StrCat(after.tier_filled_bytes - before.tier_filled_bytes);
+    daemon_cpu = absl::StrFormat("%.2f", after.cpu_s - before.cpu_s);
+    daemon_read = absl::StrCat(after.read_chars - before.read_chars);
     daemon->Signal(SIGTERM);
     daemon->Wait();
-    std::vector<double> answer_ms = DaemonAnswerMs(daemon->process().Stderr());
+    std::vector<double> answer_ms =
+        DaemonAnswerMs(daemon->process().Stderr(), phase);
     if (!answer_ms.empty()) {
       answer = absl::StrFormat("%.1f", Percentile(answer_ms, 0.99));
     }
   }
+  const std::vector<double> lock_handoff_ms = phase.LockHandoffMs();
+  // Fallback mode has no release moment it can report ("-").
+  auto lock_handoff = [&](double q) {
+    return lock_handoff_ms.empty()
+               ? std::string("-")
+               : absl::StrFormat("%.1f", Percentile(lock_handoff_ms, q));
+  };
   const size_t want = warm ? 0 : graphs;
   if (phase.compiles != want) {
     std::fprintf(stderr, "%s: %zu compiles, expected %zu\n", mode.label.c_str(),
@@ -340,11 +423,12 @@ bool RunMode(const Mode& mode) {
     phase.ok = false;
   }
   std::printf(
-      "| %s | %d x %d | %.2f | %zu | %.1f | %.1f | %s | %.1f | %s | %s | %s | "
-      "%s | %.1f |\n",
+      "| %s | %d x %d | %.2f | %zu | %.1f | %.1f | %s | %s | %s | %.1f | "
+      "%s | %s | %s | %s | %.1f |\n",
       mode.label.c_str(), ranks, graphs, phase.wall_s, phase.compiles,
       Percentile(phase.handoff_ms, 0.5), Percentile(phase.handoff_ms, 0.99),
-      answer.c_str(), Percentile(phase.publish_ms, 0.5), shared_ops.c_str(),
+      lock_handoff(0.5).c_str(), lock_handoff(0.99).c_str(), answer.c_str(),
+      Percentile(phase.publish_ms, 0.5), shared_ops.c_str(),
       shared_bytes.c_str(), daemon_read.c_str(), daemon_cpu.c_str(),
       phase.rank_cpu_s);
   std::fflush(stdout);
@@ -374,11 +458,12 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "| mode | ranks x graphs | wall (s) | compiles | handoff p50 (ms) | "
-      "handoff p99 (ms) | daemon answer p99 (ms) | publish p50 (ms) | shared "
-      "metadata ops | shared "
-      "bytes read | daemon read() bytes | daemon CPU (s) | rank CPU (s) "
+      "handoff p99 (ms) | lock handoff p50 (ms) | lock handoff p99 (ms) | "
+      "daemon answer p99 (ms) | publish p50 (ms) | shared metadata ops | "
+      "shared bytes read | daemon read() bytes | daemon CPU (s) | rank CPU (s) "
       "|\n"
-      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      "---:|\n");
   bool ok = true;
   for (absl::string_view mode :
        absl::StrSplit(absl::GetFlag(FLAGS_modes), ',')) {

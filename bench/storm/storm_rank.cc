@@ -1,10 +1,12 @@
 // storm_rank: one rank of the SPMD storm benchmark (bench/storm/storm.cc).
-// For each step it waits for "go" on stdin, gets graph g through --mode
+// Once set up (and connected) it prints "ready". For each step it waits for
+// "go" on stdin, gets graph g through --mode
 // (daemon: the client library with neffd; fallback: the client library
 // without a daemon; legacy: each rank on the shared directory by itself),
 // checks the bytes against the driver's reference copy (bench/storm/expected.h)
-// and answers "got <g> <unix_us> <compile_end_us>" on stdout: when it held
-// the path, and when its compile finished (0 if it did not compile).
+// and answers "got <g> <unix_us> <compile_end_us> <released_us>" on stdout:
+// when it held the path, when its compile finished (0 if it did not
+// compile) and, in legacy mode, when it wrote model.done (0 otherwise).
 // After the last step it prints "stats <metadata_ops> <bytes_read>" (the
 // legacy protocol's own counts; bytes read by the rank itself otherwise).
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,6 +63,19 @@ int Main() {
     options.warn = [](const std::string&) {};
     client = std::make_unique<CacheClient>(options);
   }
+  // A training rank has talked to the daemon long before a storm: connect
+  // (one Lookup of a key no graph uses) before saying "ready", so neither
+  // process start-up nor the first connection is inside the timed steps.
+  if (client != nullptr) {
+    absl::StatusOr<std::optional<CacheResult>> probe =
+        client->Lookup("neff", "bench", "stormready");
+    if (!probe.ok()) {
+      std::printf("error -1 %s\n", probe.status().ToString().c_str());
+      return 1;
+    }
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
   std::vector<int> order(graphs);
   for (int g = 0; g < graphs; ++g) order[g] = g;
   if (absl::GetFlag(FLAGS_seed) >= 0) {
@@ -68,12 +84,13 @@ int Main() {
   }
   LegacyCounters counters;
   std::string line;
+  std::string got;  // one buffer for every step (see ReadWhole)
   for (int g : order) {
     if (!std::getline(std::cin, line)) return 1;  // the driver went away
     const std::string key = GraphKey(g);
-    std::string got;
     int64_t compile_end_us = 0;
-    int64_t got_us = 0;  // when the rank held the path (before reading)
+    int64_t got_us = 0;       // when the rank held the path (before reading)
+    int64_t released_us = 0;  // legacy: when this rank wrote model.done
     if (mode == "legacy") {
       absl::StatusOr<LegacyResult> r = LegacyGetOrCompile(
           absl::StrCat(env.GetString("TORCH_NEURONX_NEFF_CACHE_DIR"),
@@ -91,12 +108,16 @@ int Main() {
             return absl::OkStatus();
           },
           &counters);
-      if (!r.ok()) {
-        std::printf("error %d %s\n", g, r.status().ToString().c_str());
+      got_us = NowUs();
+      if (r.ok() && r->released != absl::InfinitePast()) {
+        released_us = absl::ToUnixMicros(r->released);
+      }
+      absl::Status read =
+          r.ok() ? LegacyRead(r->neff_path, &got, &counters) : r.status();
+      if (!read.ok()) {
+        std::printf("error %d %s\n", g, read.ToString().c_str());
         return 1;
       }
-      got_us = NowUs();
-      got = std::move(r->content);
     } else {
       absl::StatusOr<CacheResult> r = client->GetOrCompile(
           "neff", "bench", key, [&](const CompileJob& job) {
@@ -109,8 +130,7 @@ int Main() {
         return 1;
       }
       got_us = NowUs();
-      absl::StatusOr<std::string> content = ReadWhole(r->path);
-      got = content.ok() ? *content : "";
+      if (!ReadWhole(r->path, &got).ok()) got.clear();
       counters.bytes_read += got.size();
       if (r->source != CacheResult::Source::kCompiled) compile_end_us = 0;
     }
@@ -119,8 +139,9 @@ int Main() {
       std::printf("error %d wrong bytes (%zu of %zu)\n", g, got.size(), bytes);
       return 2;
     }
-    std::printf("got %d %lld %lld\n", g, static_cast<long long>(got_us),
-                static_cast<long long>(compile_end_us));
+    std::printf("got %d %lld %lld %lld\n", g, static_cast<long long>(got_us),
+                static_cast<long long>(compile_end_us),
+                static_cast<long long>(released_us));
     std::fflush(stdout);
   }
   std::printf("stats %llu %llu\n",
