@@ -12,7 +12,9 @@
 # Per repetition: R x K at C = 200 ms, S = 8 MiB in the same order for daemon,
 # fallback, legacy@0.1s and legacy@1s; the random-order variant (daemon,
 # legacy@0.1s); C = 2 s with K2 graphs (daemon, legacy@0.1s, legacy@1s);
-# warm start (daemon, legacy@0.1s). Then, once and not timed, the same
+# warm start (daemon, legacy@0.1s); the same-order storm with small NEFFs
+# (SMALL_BYTES, 64 KiB: the protocols without the cost of moving 8 MiB per
+# rank; daemon, legacy@0.1s, legacy@1s). Then, once and not timed, the same
 # storm (R x STRACE_GRAPHS) under `strace -f` to count the system calls on
 # paths inside the shared directory, daemon vs legacy.
 set -euo pipefail
@@ -26,7 +28,8 @@ STRACE_GRAPHS=${STRACE_GRAPHS:-16}
 BYTES=${BYTES:-8388608}
 WORK=${WORK:-/tmp/neffd-storm-bench}
 OUT=${OUT:-docs/bench}
-VARIANTS=${VARIANTS:-same random c2s warm}
+VARIANTS=${VARIANTS:-same random c2s warm small}
+SMALL_BYTES=${SMALL_BYTES:-65536}
 mkdir -p "$OUT"
 
 bazel build -c opt //bench/storm:storm
@@ -61,6 +64,8 @@ for rep in $(seq "$REPS"); do
     --modes=daemon,legacy:100,legacy:1000
   run warm --graphs="$GRAPHS" --compile_ms=200 --warm \
     --modes=daemon,legacy:100
+  run small --graphs="$GRAPHS" --compile_ms=200 --neff_bytes="$SMALL_BYTES" \
+    --modes=daemon,legacy:100,legacy:1000
 done
 echo "finished $(date -u '+%Y-%m-%d %H:%M UTC'); $(uptime)" >>"$RAW/machine"
 
@@ -71,13 +76,16 @@ for mode in daemon legacy:100; do
   strace -f -qq -e trace=%file,%desc -o "$RAW/strace.$dir" \
     "${STORM[@]}" --graphs="$STRACE_GRAPHS" --compile_ms=200 \
     --modes="$mode" >/dev/null
+  # (not the ranks' connecting Lookup of MODULE_stormready, made before the
+  # clock starts)
   grep -v 'resumed>' "$RAW/strace.$dir" | grep -F "$WORK/$dir/neff" |
+    grep -v MODULE_stormready |
     sed -E 's/^[0-9]+ +([a-z0-9_]+)\(.*/\1/' | sort | uniq -c |
     sort -rn >"$RAW/syscalls.$dir"
   rm -f "$RAW/strace.$dir"
 done
 
 python3 bench/storm_report.py "$RAW" "$OUT" "$RANKS" "$GRAPHS" "$GRAPHS_2S" \
-  "$STRACE_GRAPHS" "$BYTES"
+  "$STRACE_GRAPHS" "$BYTES" "$SMALL_BYTES"
 gnuplot -e "dir='$OUT'" bench/storm_plots.gp
 cat "$OUT/storm.md"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Turns bench/run_storm.sh's raw rows into docs/bench/storm.md and the
 plot data (storm_wall.dat, storm_handoff.dat). Usage (the script calls it):
-  storm_report.py RAW_DIR OUT_DIR RANKS GRAPHS GRAPHS_2S STRACE_GRAPHS BYTES
+  storm_report.py RAW_DIR OUT_DIR RANKS GRAPHS GRAPHS_2S STRACE_GRAPHS BYTES \
+      [SMALL_BYTES]
 """
 import os
 import re
@@ -10,6 +11,7 @@ import sys
 
 raw, out = sys.argv[1], sys.argv[2]
 ranks, graphs, graphs_2s, strace_graphs, size = map(int, sys.argv[3:8])
+small_size = int(sys.argv[8]) if len(sys.argv) > 8 else 65536
 
 COLS = ["wall", "compiles", "h50", "h99", "lh50", "lh99", "ans99", "pub50", "ops", "bytes",
         "dread", "dcpu", "rcpu"]
@@ -121,6 +123,9 @@ table("c2s", f"C = 2 s: {ranks} ranks x {graphs_2s} graphs (fewer graphs "
 table("warm", f"Warm start: everything published beforehand; {ranks} ranks "
       f"look up and read {graphs} entries on a fresh host (daemon: empty "
       "local dir and index)")
+table("small", f"Small NEFFs: the same-order storm, {ranks} x {graphs}, "
+      f"C = 200 ms, S = {small_size >> 10} KiB (the protocols without the "
+      "cost of moving 8 MiB per rank; not the issue's targets)")
 
 # Targets, from the same-order storm.
 d = lambda c: med("same", "daemon", c)
@@ -177,6 +182,16 @@ md.append(f"| compiles = K in every repetition and variant | "
 for name, value, ok in targets:
     unit = " ms" if "handoff" in name or "compile's end" in name else ""
     md.append(f"| {name} | {fmt(value, 3)}{unit} | {verdict(ok(value))} |")
+if rows.get(("small", "daemon")):
+    sm = lambda mode, c: med("small", mode, c)
+    for name, value, unit in (
+            ("wall / legacy@1s", ratio(sm("daemon", "wall"),
+                                       sm("legacy@1s", "wall")), ""),
+            ("wall / legacy@0.1s", ratio(sm("daemon", "wall"),
+                                         sm("legacy@0.1s", "wall")), ""),
+            ("lock handoff p99", sm("daemon", "lh99"), " ms")):
+        md.append(f"| for reference, with {small_size >> 10} KiB NEFFs: "
+                  f"{name} | {fmt(value, 3)}{unit} | (not a target) |")
 md.append("")
 
 md.append(f"**System calls on the shared directory** (`strace -f`, "
@@ -203,7 +218,8 @@ open(os.path.join(out, "storm.md"), "w").write("\n".join(md))
 with open(os.path.join(out, "storm_wall.dat"), "w") as f:
     f.write("# variant daemon legacy@0.1s legacy@1s fallback (median wall s)\n")
     for variant, label in (("same", "same order"), ("random", "random order"),
-                           ("c2s", "C=2s"), ("warm", "warm start")):
+                           ("c2s", "C=2s"), ("warm", "warm start"),
+                           ("small", f"{small_size >> 10} KiB NEFFs")):
         vals = [med(variant, m, "wall")
                 for m in ("daemon", "legacy@0.1s", "legacy@1s", "fallback")]
         f.write(f'"{label}" ' + " ".join(
