@@ -7,8 +7,9 @@
 // NVMe.
 //
 //   - Get() returns the local copy of an entry, filling it on first use: the
-//     copy is hashed while it is written and installed (fsync + rename) only
-//     if size and sha256 match the entry, so a tier file is always verified.
+//     copy is hashed while it is written and installed (renamed into its
+//     name) only if size and sha256 match the entry, so a tier file is
+//     always verified.
 //     Concurrent Gets of one entry share one fill.
 //   - Files are named {ns}/{version}/{key}.{sha256}, so different content can
 //     never alias and a file once named is never rewritten.
@@ -17,10 +18,10 @@
 //     that got a path has that long to open it (once open, removal cannot
 //     hurt it: the inode lives until closed).
 //   - After a restart every file in the tier was complete when it got its
-//     name, but a power loss may have torn one that was never fsynced (a
-//     publish's adopted file), so each is hashed once more before its first
-//     hand-out; its size accounting is rebuilt by a background scan, so
-//     start-up does not wait for it.
+//     name, but a power loss may have torn it (tier files are never
+//     fsynced: they are copies), so each is hashed once more before its
+//     first hand-out; its size accounting is rebuilt by a background scan,
+//     so start-up does not wait for it.
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_TIER_LOCAL_TIER_H_
