@@ -9,7 +9,7 @@ set style fill solid 0.8 border -1
 set boxwidth 0.9
 set datafile missing "-"
 set grid ytics
-set key top left
+set key outside right top
 set xtics rotate by -25 noenhanced
 
 set output dir."/storm_wall.svg"
