@@ -26,7 +26,6 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "bench/storm/expected.h"
 #include "tests/harness/process.h"
@@ -316,16 +316,13 @@ DaemonFigures ReadDaemonFigures(testing::DaemonProcess& daemon) {
   return figures;
 }
 
-// The value of `name=` in a log line, if it is an integer.
-std::optional<int64_t> LogField(absl::string_view line,
-                                absl::string_view name) {
+// The value of `name=` in a log line ("" if absent).
+absl::string_view LogValue(absl::string_view line, absl::string_view name) {
   const std::string field = absl::StrCat(" ", name, "=");
   size_t at = line.find(field);
-  if (at == absl::string_view::npos) return std::nullopt;
+  if (at == absl::string_view::npos) return "";
   absl::string_view v = line.substr(at + field.size());
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(v.substr(0, v.find(' ')), &value)) return std::nullopt;
-  return value;
+  return v.substr(0, v.find(' '));
 }
 
 // The daemon's own side of the handoff, from its log: for each publish,
@@ -335,16 +332,16 @@ std::vector<double> DaemonAnswerMs(const std::string& log, Phase& phase) {
   std::vector<double> out;
   for (absl::string_view line : absl::StrSplit(log, '\n')) {
     if (!absl::StrContains(line, "event=waiters_answered")) continue;
-    if (std::optional<int64_t> us = LogField(line, "since_publish_us")) {
-      out.push_back(*us / 1e3);
+    int64_t us = 0;
+    if (absl::SimpleAtoi(LogValue(line, "since_publish_us"), &us)) {
+      out.push_back(us / 1e3);
     }
-    std::optional<int64_t> released = LogField(line, "released_unix_us");
-    size_t at = line.find("entry=neff/bench/storm");
+    absl::string_view entry = LogValue(line, "entry");
     int g = 0;
-    if (released && at != absl::string_view::npos &&
-        absl::SimpleAtoi(line.substr(at + 22, line.find(' ', at) - at - 22),
-                         &g)) {
-      phase.released_us[g] = *released;
+    if (absl::ConsumePrefix(&entry, "neff/bench/storm") &&
+        absl::SimpleAtoi(entry, &g) &&
+        absl::SimpleAtoi(LogValue(line, "released_unix_us"), &us)) {
+      phase.released_us[g] = us;
     }
   }
   return out;
