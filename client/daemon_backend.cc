@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "daemon/locks/liveness.h"
 #include "daemon/store/file_util.h"
 #include "grpcpp/grpcpp.h"
 
@@ -79,7 +79,7 @@ void SweepStaged(const std::string& staging_dir, const EntryKey& id) {
         absl::StrSplit(name.substr(prefix.size()), '.');
     int64_t pid = 0;
     if (parts.size() == 3 && absl::SimpleAtoi(parts[0], &pid) && pid > 0 &&
-        kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+        ProcessIsGone(pid)) {
       stale.emplace_back(name);
     }
   }

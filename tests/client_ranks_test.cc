@@ -161,12 +161,14 @@ TEST_P(KilledRankTest, AnotherRankTakesOverAndTheLeftoversAreRemoved) {
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(fleet.Compiles().size(), 1u);  // the heir waits
   const pid_t dead = doomed.pid();
-  doomed.Signal(SIGKILL);
-  doomed.Wait();
-  // A staged file the dead rank might have left for the daemon.
+  // A staged file the doomed rank might have left for the daemon. Written
+  // before the kill: the heir may be granted the lease as soon as the rank is
+  // gone, and sweeps only what is there by then.
   const std::string staged =
       absl::StrCat(root_, "/local/staging/", key, ".", dead, ".0.staged");
   if (GetParam()) WriteFile(staged, "partial");
+  doomed.Signal(SIGKILL);
+  doomed.Wait();
   EXPECT_EQ(heir.Wait(), 0) << heir.Stdout() << heir.Stderr();
   EXPECT_TRUE(absl::StartsWith(heir.Stdout(), "OK 0 " + key)) << heir.Stdout();
   ASSERT_EQ(fleet.Compiles().size(), 2u);

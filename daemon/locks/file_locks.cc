@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "daemon/locks/liveness.h"
 #include "daemon/store/file_util.h"
 
 namespace neffd {
@@ -136,7 +136,7 @@ class FileLocks : public ExternalLocks {
         !absl::SimpleAtoi(fields[1], &pid) || pid <= 0 || pid == getpid()) {
       return false;
     }
-    return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    return ProcessIsGone(pid);
   }
 
   // True if the lease file at `path` was stale and this call removed it.

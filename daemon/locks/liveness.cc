@@ -1,5 +1,8 @@
 #include "daemon/locks/liveness.h"
 
+#include <signal.h>
+
+#include <cerrno>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -33,6 +36,11 @@ std::optional<ProcState> ReadProcState(int64_t pid) {
   return ps;
 }
 
+// A zombie has exited; only its parent has not collected it yet.
+bool IsExited(const ProcState& ps) {
+  return ps.state == 'Z' || ps.state == 'X';
+}
+
 class ProcLiveness : public Liveness {
  public:
   explicit ProcLiveness(std::string host) : host_(std::move(host)) {}
@@ -40,7 +48,7 @@ class ProcLiveness : public Liveness {
   std::optional<uint64_t> Observe(const HolderInfo& holder) override {
     if (holder.host != host_ || holder.pid <= 0) return std::nullopt;
     std::optional<ProcState> ps = ReadProcState(holder.pid);
-    if (!ps.has_value() || ps->state == 'Z' || ps->state == 'X') {
+    if (!ps.has_value() || IsExited(*ps)) {
       // The pid is not ours to see (pid namespace): rely on the TTL.
       return std::nullopt;
     }
@@ -49,8 +57,7 @@ class ProcLiveness : public Liveness {
 
   bool IsAlive(const HolderInfo& holder, uint64_t token) override {
     std::optional<ProcState> ps = ReadProcState(holder.pid);
-    return ps.has_value() && ps->state != 'Z' && ps->state != 'X' &&
-           ps->start_time == token;
+    return ps.has_value() && !IsExited(*ps) && ps->start_time == token;
   }
 
  private:
@@ -61,6 +68,12 @@ class ProcLiveness : public Liveness {
 
 std::unique_ptr<Liveness> NewProcLiveness(std::string local_host_id) {
   return std::make_unique<ProcLiveness>(std::move(local_host_id));
+}
+
+bool ProcessIsGone(int64_t pid) {
+  if (std::optional<ProcState> ps = ReadProcState(pid)) return IsExited(*ps);
+  // No readable /proc entry: gone, unless /proc is not what it seems.
+  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace neffd

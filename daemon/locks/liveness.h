@@ -36,6 +36,11 @@ class Liveness {
 // Reads /proc/{pid}/stat for holders whose host is `local_host_id`.
 std::unique_ptr<Liveness> NewProcLiveness(std::string local_host_id);
 
+// True if no process `pid` runs in this pid namespace any more, including one
+// that has exited but is not yet reaped by its parent (a zombie, which
+// kill(pid, 0) still reports as running).
+bool ProcessIsGone(int64_t pid);
+
 }  // namespace neffd
 
 #endif  // NEFFD_DAEMON_LOCKS_LIVENESS_H_
