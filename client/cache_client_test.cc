@@ -258,6 +258,48 @@ TEST_F(CacheClientTest, LockTimeoutCompilesHereWithAWarningNeverAnError) {
   EXPECT_EQ(r->source, CacheResult::Source::kCompiled);
 }
 
+// Waiters verify a just-published entry after letting the host's lock go;
+// one that fails verification is quarantined and compiled once more, never
+// served.
+TEST_F(CacheClientTest, EntryFoundTornWhileRanksWaitIsRecompiledOnce) {
+  CacheClientOptions elsewhere = options_;
+  elsewhere.neff_cache_dir = root_ + "/elsewhere";
+  elsewhere.local_dir = root_ + "/elsewhere-local";
+  ASSERT_TRUE(CacheClient(elsewhere)
+                  .GetOrCompile("neff", "1.0", "k7", Writes("good bytes"))
+                  .ok());
+  compiles_ = 0;
+  absl::StatusOr<EntryKey> id = EntryKey::Parse("neff", "1.0", "k7");
+  absl::StatusOr<FileLock> held =
+      LockEntry(root_ + "/local/locks", *id, absl::InfinitePast(), RealClock());
+  ASSERT_TRUE(held.ok() && held->held());
+  auto client = NewClient();
+  std::vector<absl::StatusOr<CacheResult>> results(4);
+  std::vector<std::thread> ranks;
+  for (auto& result : results) {
+    ranks.emplace_back([&] {
+      result = client->GetOrCompile("neff", "1.0", "k7", Writes("recompiled"));
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));  // the ranks queue on the lock
+  // The holder "publishes" an entry whose bytes no longer match model.done.
+  std::error_code error;
+  std::filesystem::create_directories(EntryDir("k7"), error);
+  std::filesystem::copy(root_ + "/elsewhere/neuronxcc-1.0/MODULE_k7",
+                        EntryDir("k7"), error);
+  EXPECT_FALSE(error) << error.message();
+  WriteFile(EntryDir("k7") + "/model.neff", "torn bytes");
+  held->Release();
+  for (std::thread& rank : ranks) rank.join();
+  for (const absl::StatusOr<CacheResult>& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(ReadFile(r->path), "recompiled");
+  }
+  EXPECT_EQ(compiles_, 1);
+  EXPECT_FALSE(
+      std::filesystem::is_empty(root_ + "/neff/quarantine"));  // kept, aside
+}
+
 TEST_F(CacheClientTest, WholeOutputLeftByALostLeaseIsAdoptedNotRecompiled) {
   absl::StatusOr<EntryKey> id = EntryKey::Parse("neff", "1.0", "k5");
   {

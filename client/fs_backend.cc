@@ -112,21 +112,39 @@ absl::StatusOr<LockAnswer> FilesystemBackend::Lock(const EntryKey& id,
   const absl::Time deadline = wait > absl::ZeroDuration()
                                   ? options_.clock.now() + wait
                                   : absl::InfinitePast();
-  absl::StatusOr<FileLock> lock = LockEntry(
-      absl::StrCat(options_.local_dir, "/locks"), id, deadline, options_.clock);
-  if (!lock.ok()) return lock.status();
-  if (!lock->held()) {
-    answer.outcome = wait > absl::ZeroDuration() ? v1::LockResponse::TIMED_OUT
-                                                 : v1::LockResponse::BUSY;
+  bool checked_unlocked = false;
+  for (;;) {
+    absl::StatusOr<FileLock> lock =
+        LockEntry(absl::StrCat(options_.local_dir, "/locks"), id, deadline,
+                  options_.clock);
+    if (!lock.ok()) return lock.status();
+    if (!lock->held()) {
+      answer.outcome = wait > absl::ZeroDuration() ? v1::LockResponse::TIMED_OUT
+                                                   : v1::LockResponse::BUSY;
+      return answer;
+    }
+    // The previous holder may just have published or failed. If so, the
+    // entry is verified (the whole NEFF hashed) after letting the lock go:
+    // under it, every waiter of the host would verify one after another
+    // instead of all at once. Once only, so a record that cannot be
+    // quarantined does not make waiters spin.
+    if (!checked_unlocked &&
+        ((*store)->HasDoneRecord(id) || (*store)->FindFailure(id))) {
+      checked_unlocked = true;
+      lock->Release();
+      answered = answer_from_store(&answer);
+      if (!answered.ok()) return answered.status();
+      if (*answered) return answer;
+      continue;  // damaged, and quarantined now: compete for the lock again
+    }
+    answered = answer_from_store(&answer);
+    if (!answered.ok()) return answered.status();
+    if (*answered) return answer;
+    answer.outcome = v1::LockResponse::GRANTED;
+    answer.lease =
+        std::make_unique<FsLease>(*store, id, *std::move(lock), options_.host);
     return answer;
   }
-  answered = answer_from_store(&answer);
-  if (!answered.ok()) return answered.status();
-  if (*answered) return answer;
-  answer.outcome = v1::LockResponse::GRANTED;
-  answer.lease =
-      std::make_unique<FsLease>(*store, id, *std::move(lock), options_.host);
-  return answer;
 }
 
 }  // namespace neffd

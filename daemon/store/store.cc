@@ -86,6 +86,12 @@ bool Store::StillValid(const EntryKey& id, const FileIdentity& verified) const {
   return lstat(absl::StrCat(dir, "/", kDoneName).c_str(), &st) == 0;
 }
 
+bool Store::HasDoneRecord(const EntryKey& id) const {
+  CountOps(1);
+  struct stat st;
+  return lstat(absl::StrCat(EntryDir(id), "/", kDoneName).c_str(), &st) == 0;
+}
+
 absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
   const std::string dir = EntryDir(id);
   const std::string artifact = ArtifactPath(id);

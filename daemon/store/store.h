@@ -127,6 +127,10 @@ class Store {
   // identity that was verified. Two stats, no reads.
   bool StillValid(const EntryKey& id, const FileIdentity& verified) const;
 
+  // True if model.done exists: someone finished a publish (not a check of
+  // the entry: Find does that). One stat.
+  bool HasDoneRecord(const EntryKey& id) const;
+
   // Full check of the entry on disk (reads model.done, hashes the artifact).
   // NotFound if there is no complete entry; damaged entries are quarantined
   // first. Other errors are I/O failures.
