@@ -10,13 +10,14 @@
 #   VARIANTS="same" OUT=/tmp/x bench/run_storm.sh   # one variant, elsewhere
 #
 # Per repetition: R x K at C = 200 ms, S = 8 MiB in the same order for daemon,
-# fallback, legacy@0.1s and legacy@1s; the random-order variant (daemon,
-# legacy@0.1s); C = 2 s with K2 graphs (daemon, legacy@0.1s, legacy@1s);
-# warm start (daemon, legacy@0.1s); the same-order storm with small NEFFs
-# (SMALL_BYTES, 64 KiB: the protocols without the cost of moving 8 MiB per
-# rank; daemon, legacy@0.1s, legacy@1s). Then, once and not timed, the same
-# storm (R x STRACE_GRAPHS) under `strace -f` to count the system calls on
-# paths inside the shared directory, daemon vs legacy.
+# fallback, legacy@0.1s, legacy@1s and the floor (bench/storm/floor_protocol.h:
+# no protocol at all, the best any daemon could do on this machine); the
+# random-order variant (daemon, legacy@0.1s); C = 2 s with K2 graphs (daemon,
+# legacy@0.1s, legacy@1s); warm start (daemon, legacy@0.1s); the same-order
+# storm with small NEFFs (SMALL_BYTES, 64 KiB: the protocols without the cost
+# of moving 8 MiB per rank; daemon, legacy@0.1s, legacy@1s, floor). Then, once
+# and not timed, the same storm (R x STRACE_GRAPHS) under `strace -f` to count
+# the system calls on paths inside the shared directory, daemon vs legacy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,7 +58,7 @@ for rep in $(seq "$REPS"); do
   REP=$rep
   echo "repetition $rep/$REPS: $(uptime)" >&2
   run same --graphs="$GRAPHS" --compile_ms=200 \
-    --modes=daemon,fallback,legacy:100,legacy:1000
+    --modes=daemon,fallback,legacy:100,legacy:1000,floor
   run random --graphs="$GRAPHS" --compile_ms=200 --order=random \
     --modes=daemon,legacy:100
   run c2s --graphs="$GRAPHS_2S" --compile_ms=2000 \
@@ -65,7 +66,7 @@ for rep in $(seq "$REPS"); do
   run warm --graphs="$GRAPHS" --compile_ms=200 --warm \
     --modes=daemon,legacy:100
   run small --graphs="$GRAPHS" --compile_ms=200 --neff_bytes="$SMALL_BYTES" \
-    --modes=daemon,legacy:100,legacy:1000
+    --modes=daemon,legacy:100,legacy:1000,floor
 done
 echo "finished $(date -u '+%Y-%m-%d %H:%M UTC'); $(uptime)" >>"$RAW/machine"
 

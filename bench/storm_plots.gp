@@ -18,7 +18,8 @@ set ylabel "wall (s)"
 plot dir."/storm_wall.dat" using 2:xtic(1) title "daemon", \
      "" using 3 title "legacy, 0.1 s poll", \
      "" using 4 title "legacy, 1 s poll", \
-     "" using 5 title "fallback (no daemon)"
+     "" using 5 title "fallback (no daemon)", \
+     "" using 6 title "floor (no protocol)"
 
 set output dir."/storm_handoff.svg"
 set title "Handoff to every waiter holding the path (median of the repetitions)"

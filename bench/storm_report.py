@@ -55,7 +55,7 @@ def ratio(a, b):
     return None if a is None or not b else a / b
 
 
-MODES = ["daemon", "fallback", "legacy@0.1s", "legacy@1s"]
+MODES = ["daemon", "fallback", "legacy@0.1s", "legacy@1s", "floor"]
 machine = open(os.path.join(raw, "machine")).read().strip().splitlines()
 load_min = min(float(l.split()[0]) for l in loads) if loads else 0
 load_max = max(float(l.split()[0]) for l in loads) if loads else 0
@@ -131,6 +131,7 @@ table("small", f"Small NEFFs: the same-order storm, {ranks} x {graphs}, "
 d = lambda c: med("same", "daemon", c)
 l01 = lambda c: med("same", "legacy@0.1s", c)
 l1 = lambda c: med("same", "legacy@1s", c)
+fl = lambda c: med("same", "floor", c)
 all_k = all(int(r["compiles"]) == graphs
             for k, v in rows.items() if k[0] in ("same", "random")
             for r in v) and all(
@@ -180,6 +181,17 @@ md.append(f"| compiles = K in every repetition and variant | "
 for name, value, limit, unit in targets:
     met = value is not None and value <= limit
     md.append(f"| {name} | {fmt(value, 3)}{unit} | {verdict(met)} |")
+# The floor (bench/storm/floor_protocol.h) is the best any protocol can do
+# on this machine: a target below it cannot be met here by any daemon.
+if rows.get(("same", "floor")):
+    for name, value in (
+            ("the floor's wall / legacy@1s (best any protocol can do here)",
+             ratio(fl("wall"), l1("wall"))),
+            ("the floor's wall / legacy@0.1s (best any protocol can do here)",
+             ratio(fl("wall"), l01("wall"))),
+            ("daemon wall / the floor's", ratio(d("wall"), fl("wall")))):
+        md.append(f"| for reference: {name} | {fmt(value, 3)} | "
+                  "(not a target) |")
 if rows.get(("small", "daemon")):
     sm = lambda mode, c: med("small", mode, c)
     for name, value, unit in (
@@ -214,19 +226,21 @@ md.append("")
 open(os.path.join(out, "storm.md"), "w").write("\n".join(md))
 
 with open(os.path.join(out, "storm_wall.dat"), "w") as f:
-    f.write("# variant daemon legacy@0.1s legacy@1s fallback (median wall s)\n")
+    f.write("# variant daemon legacy@0.1s legacy@1s fallback floor "
+            "(median wall s)\n")
     for variant, label in (("same", "same order"), ("random", "random order"),
                            ("c2s", "C=2s"), ("warm", "warm start"),
                            ("small", f"{small_size >> 10} KiB NEFFs")):
         vals = [med(variant, m, "wall")
-                for m in ("daemon", "legacy@0.1s", "legacy@1s", "fallback")]
+                for m in ("daemon", "legacy@0.1s", "legacy@1s", "fallback",
+                          "floor")]
         f.write(f'"{label}" ' + " ".join(
             "-" if v is None else f"{v:.3f}" for v in vals) + "\n")
 with open(os.path.join(out, "storm_handoff.dat"), "w") as f:
     f.write("# mode, then p50 p99 from the compile's end and p50 p99 from the "
             "release (ms, same-order storm; floored at 0.1 for log; - if "
             "not measured)\n")
-    for mode in ("daemon", "fallback", "legacy@0.1s", "legacy@1s"):
+    for mode in MODES:
         if not rows.get(("same", mode)):
             continue
         vals = [med("same", mode, c) for c in ("h50", "h99", "lh50", "lh99")]

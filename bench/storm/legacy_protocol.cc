@@ -29,14 +29,14 @@ absl::Status LegacyRead(const std::string& neff_path, std::string* content,
   return read;
 }
 
-absl::StatusOr<LegacyResult> LegacyGetOrCompile(
+absl::StatusOr<DirectResult> LegacyGetOrCompile(
     const std::string& entry_dir, absl::Duration poll_interval,
     const std::function<absl::Status(const std::string&)>& compile,
     LegacyCounters* c) {
   const std::string neff = entry_dir + "/model.neff";
   const std::string done = entry_dir + "/model.done";
   const std::string lock = entry_dir + "/model.hlo_module.pb.lock";
-  LegacyResult result;
+  DirectResult result;
   result.neff_path = neff;
   for (;;) {
     if (Exists(done, c)) break;

@@ -27,7 +27,9 @@ struct LegacyCounters {
   uint64_t bytes_read = 0;
 };
 
-struct LegacyResult {
+// What a rank holds after a protocol run directly on the shared directory
+// (this one, or the floor of bench/storm/floor_protocol.h).
+struct DirectResult {
   std::string neff_path;  // in the shared directory
   // When this rank released the entry to the others (model.done written);
   // InfinitePast if another rank compiled it.
@@ -36,7 +38,7 @@ struct LegacyResult {
 
 // Runs the protocol up to holding a done entry; `compile(out_path)` writes
 // the NEFF to out_path.
-absl::StatusOr<LegacyResult> LegacyGetOrCompile(
+absl::StatusOr<DirectResult> LegacyGetOrCompile(
     const std::string& entry_dir, absl::Duration poll_interval,
     const std::function<absl::Status(const std::string& out_path)>& compile,
     LegacyCounters* counters);

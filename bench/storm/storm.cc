@@ -6,6 +6,10 @@
 //   fallback      the client library without a daemon (flock + atomic publish)
 //   legacy[:MS]   every rank runs libneuronxla's protocol on the shared dir,
 //                 polling every MS (default --poll_ms)
+//   floor         the yardstick no protocol can beat here: rank 0 compiles
+//                 while the others block on its flock, so the kernel wakes
+//                 them as the NEFF lands (bench/storm/floor_protocol.h);
+//                 same order, not warm
 // --order=same: every rank asks for the graphs in the same order (SPMD);
 // random: each rank its own permutation (still a barrier per step).
 // --warm: the store is populated first (one rank, instant compiles, not
@@ -47,7 +51,7 @@ ABSL_FLAG(int, graphs, 64, "graphs");
 ABSL_FLAG(int, compile_ms, 200, "fake compile time");
 ABSL_FLAG(int64_t, neff_bytes, 8 << 20, "NEFF size");
 ABSL_FLAG(std::string, modes, "daemon,legacy:100,legacy:1000",
-          "daemon, fallback, legacy[:poll ms]");
+          "daemon, fallback, legacy[:poll ms], floor");
 ABSL_FLAG(int, poll_ms, 1000, "legacy ranks' poll interval (legacy w/o :MS)");
 ABSL_FLAG(std::string, order, "same", "same (SPMD) or random per rank");
 ABSL_FLAG(bool, warm, false, "populate first; ranks only look up and read");
@@ -61,7 +65,7 @@ namespace neffd::bench {
 namespace {
 
 struct Mode {
-  std::string kind;  // daemon, fallback, legacy
+  std::string kind;  // daemon, fallback, legacy, floor
   int poll_ms = 0;
   std::string label;
 };
@@ -224,6 +228,13 @@ Phase RunRanks(const Mode& mode, const std::string& root,
     for (Rank& p : procs) {
       std::fputs("go\n", p.to);
       std::fflush(p.to);
+      // The floor's other ranks start only once rank 0 holds the lock.
+      if (mode.kind == "floor" && &p == &procs.front() &&
+          absl::StripAsciiWhitespace(ReadLine(p.from)) != "locked") {
+        std::fprintf(stderr, "floor: rank 0 did not take the lock\n");
+        phase.ok = false;
+        break;
+      }
     }
     // graph -> (holds-path time, compile end time or 0 if it did not compile)
     std::map<int, std::vector<std::pair<int64_t, int64_t>>> by_graph;
@@ -386,8 +397,9 @@ bool RunMode(const Mode& mode) {
                          absl::GetFlag(FLAGS_compile_ms), [&] {
                            if (daemon) before = ReadDaemonFigures(*daemon);
                          });
+  // Only legacy ranks count their own metadata operations.
   std::string shared_ops =
-      mode.kind == "fallback" ? "n/a" : absl::StrCat(phase.ops);
+      mode.kind == "legacy" ? absl::StrCat(phase.ops) : "n/a";
   std::string shared_bytes = absl::StrCat(phase.bytes);
   std::string daemon_cpu = "-", answer = "-", daemon_read = "-";
   if (daemon) {
@@ -444,6 +456,21 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "--order must be same or random\n");
     return 2;
   }
+  std::vector<Mode> modes;
+  for (absl::string_view spec :
+       absl::StrSplit(absl::GetFlag(FLAGS_modes), ',')) {
+    modes.push_back(ParseMode(spec));
+    const std::string& kind = modes.back().kind;
+    if (kind != "daemon" && kind != "fallback" && kind != "legacy" &&
+        kind != "floor") {
+      std::fprintf(stderr, "--modes: unknown mode '%s'\n", kind.c_str());
+      return 2;
+    }
+    if (kind == "floor" && (order != "same" || absl::GetFlag(FLAGS_warm))) {
+      std::fprintf(stderr, "--modes: floor needs --order=same, not --warm\n");
+      return 2;
+    }
+  }
   // The ranks compare what they read with these, byte for byte; making them
   // here keeps that cost out of the timed steps.
   if (absl::Status s = WriteExpected(absl::GetFlag(FLAGS_workdir) + "/expected",
@@ -462,10 +489,7 @@ int Main(int argc, char** argv) {
       "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
       "---:|\n");
   bool ok = true;
-  for (absl::string_view mode :
-       absl::StrSplit(absl::GetFlag(FLAGS_modes), ',')) {
-    ok = RunMode(ParseMode(mode)) && ok;
-  }
+  for (const Mode& mode : modes) ok = RunMode(mode) && ok;
   return ok ? 0 : 1;
 }
 

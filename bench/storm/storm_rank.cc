@@ -2,11 +2,13 @@
 // Once set up (and connected) it prints "ready". For each step it waits for
 // "go" on stdin, gets graph g through --mode
 // (daemon: the client library with neffd; fallback: the client library
-// without a daemon; legacy: each rank on the shared directory by itself),
+// without a daemon; legacy: each rank on the shared directory by itself;
+// floor: bench/storm/floor_protocol.h, which first says "locked" on rank 0),
 // checks the bytes against the driver's reference copy (bench/storm/expected.h)
 // and answers "got <g> <unix_us> <compile_end_us> <released_us>" on stdout:
 // when it held the path, when its compile finished (0 if it did not
-// compile) and, in legacy mode, when it wrote model.done (0 otherwise).
+// compile) and, in legacy and floor mode, when it released the entry to the
+// other ranks (0 otherwise).
 // After the last step it prints "stats <metadata_ops> <bytes_read>" (the
 // legacy protocol's own counts; bytes read by the rank itself otherwise).
 #include <unistd.h>
@@ -24,13 +26,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/storm/expected.h"
+#include "bench/storm/floor_protocol.h"
 #include "bench/storm/legacy_protocol.h"
 #include "client/cache_client.h"
 #include "config/env.h"
 #include "daemon/store/file_util.h"
 #include "examples/fake_compiler.h"
 
-ABSL_FLAG(std::string, mode, "daemon", "daemon, fallback or legacy");
+ABSL_FLAG(std::string, mode, "daemon", "daemon, fallback, legacy or floor");
 ABSL_FLAG(int, graphs, 16, "graphs per rank");
 ABSL_FLAG(int, compile_ms, 200, "fake compile time");
 ABSL_FLAG(int64_t, neff_bytes, 1 << 20, "NEFF size");
@@ -90,24 +93,34 @@ int Main() {
     const std::string key = GraphKey(g);
     int64_t compile_end_us = 0;
     int64_t got_us = 0;       // when the rank held the path (before reading)
-    int64_t released_us = 0;  // legacy: when this rank wrote model.done
-    if (mode == "legacy") {
-      absl::StatusOr<LegacyResult> r = LegacyGetOrCompile(
+    int64_t released_us = 0;  // legacy, floor: when this rank released it
+    if (mode == "legacy" || mode == "floor") {
+      auto compile = [&](const std::string& out) {
+        CompileJob job;
+        job.key = key;
+        job.workdir = absl::StrCat(env.GetString("TORCH_NEURONX_DEBUG_DIR"),
+                                   "/direct", rank);
+        (void)MakeDirs(job.workdir);
+        job.output_path = out;
+        examples::FakeCompile(job, compiler);
+        compile_end_us = NowUs();
+        return absl::OkStatus();
+      };
+      const std::string entry_dir =
           absl::StrCat(env.GetString("TORCH_NEURONX_NEFF_CACHE_DIR"),
-                       "/neuronxcc-bench/MODULE_", key),
-          absl::Milliseconds(absl::GetFlag(FLAGS_poll_ms)),
-          [&](const std::string& out) {
-            CompileJob job;
-            job.key = key;
-            job.workdir = absl::StrCat(env.GetString("TORCH_NEURONX_DEBUG_DIR"),
-                                       "/legacy", rank);
-            (void)MakeDirs(job.workdir);
-            job.output_path = out;
-            examples::FakeCompile(job, compiler);
-            compile_end_us = NowUs();
-            return absl::OkStatus();
-          },
-          &counters);
+                       "/neuronxcc-bench/MODULE_", key);
+      absl::StatusOr<DirectResult> r =
+          mode == "legacy"
+              ? LegacyGetOrCompile(
+                    entry_dir, absl::Milliseconds(absl::GetFlag(FLAGS_poll_ms)),
+                    compile, &counters)
+              : FloorGetOrCompile(
+                    entry_dir, /*compiles=*/rank == 0,
+                    [] {
+                      std::printf("locked\n");
+                      std::fflush(stdout);
+                    },
+                    compile);
       got_us = NowUs();
       if (r.ok() && r->released != absl::InfinitePast()) {
         released_us = absl::ToUnixMicros(r->released);

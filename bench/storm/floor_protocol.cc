@@ -1,0 +1,45 @@
+#include "bench/storm/floor_protocol.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/file.h>
+
+#include "absl/time/clock.h"
+#include "daemon/store/file_util.h"
+
+namespace neffd::bench {
+
+absl::StatusOr<DirectResult> FloorGetOrCompile(
+    const std::string& entry_dir, bool compiles,
+    const std::function<void()>& locked,
+    const std::function<absl::Status(const std::string&)>& compile) {
+  DirectResult result;
+  result.neff_path = entry_dir + "/model.neff";
+  if (absl::Status s = MakeDirs(entry_dir); !s.ok()) return s;
+  const std::string lock = entry_dir + "/floor.lock";
+  UniqueFd fd(open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644));
+  if (!fd.valid()) return ErrnoStatus(errno, "opening " + lock);
+  auto take = [&](int how) {
+    while (flock(fd.get(), how) != 0) {
+      if (errno != EINTR) return ErrnoStatus(errno, "locking " + lock);
+    }
+    return absl::OkStatus();
+  };
+  if (!compiles) {
+    if (absl::Status s = take(LOCK_SH); !s.ok()) return s;
+    return result;
+  }
+  if (absl::Status s = take(LOCK_EX); !s.ok()) return s;
+  locked();
+  const std::string tmp = result.neff_path + ".tmp";
+  if (absl::Status s = compile(tmp); !s.ok()) return s;
+  if (rename(tmp.c_str(), result.neff_path.c_str()) != 0) {
+    return ErrnoStatus(errno, "renaming to " + result.neff_path);
+  }
+  result.released = absl::Now();
+  flock(fd.get(), LOCK_UN);
+  return result;
+}
+
+}  // namespace neffd::bench
