@@ -66,14 +66,20 @@ absl::StatusOr<Store*> FilesystemBackend::StoreFor(Namespace ns) {
 
 absl::StatusOr<v1::LookupResponse> FilesystemBackend::Lookup(
     const EntryKey& id) {
+  return LookupIn(id, Store::OnDamage::kReport);
+}
+
+absl::StatusOr<v1::LookupResponse> FilesystemBackend::LookupIn(
+    const EntryKey& id, Store::OnDamage on_damage) {
   absl::StatusOr<Store*> store = StoreFor(id.ns());
   if (!store.ok()) return store.status();
   v1::LookupResponse response;
-  absl::StatusOr<StoredEntry> found = (*store)->Find(id);
+  absl::StatusOr<StoredEntry> found = (*store)->Find(id, on_damage);
   if (found.ok()) {
     response.set_result(v1::LookupResponse::HIT);
     *response.mutable_entry() = found->entry;
-  } else if (!absl::IsNotFound(found.status())) {
+  } else if (!absl::IsNotFound(found.status()) &&
+             !absl::IsDataLoss(found.status())) {
     return found.status();
   } else if (std::optional<v1::Failure> failure = (*store)->FindFailure(id)) {
     response.set_result(v1::LookupResponse::FAILED);
@@ -89,9 +95,13 @@ absl::StatusOr<LockAnswer> FilesystemBackend::Lock(const EntryKey& id,
   absl::StatusOr<Store*> store = StoreFor(id.ns());
   if (!store.ok()) return store.status();
   // Resolved keys need no lock; the check is repeated under the lock because
-  // the previous holder may just have published or failed.
-  auto answer_from_store = [&](LockAnswer* answer) -> absl::StatusOr<bool> {
-    absl::StatusOr<v1::LookupResponse> found = Lookup(id);
+  // the previous holder may just have published or failed. Damaged entries
+  // are quarantined only under the lock: a check outside it may have raced a
+  // new publish, which a quarantine by name would then move aside.
+  auto answer_from_store =
+      [&](LockAnswer* answer,
+          Store::OnDamage on_damage) -> absl::StatusOr<bool> {
+    absl::StatusOr<v1::LookupResponse> found = LookupIn(id, on_damage);
     if (!found.ok()) return found.status();
     if (found->result() == v1::LookupResponse::HIT) {
       answer->outcome = v1::LockResponse::READY;
@@ -106,7 +116,8 @@ absl::StatusOr<LockAnswer> FilesystemBackend::Lock(const EntryKey& id,
     return false;
   };
   LockAnswer answer;
-  absl::StatusOr<bool> answered = answer_from_store(&answer);
+  absl::StatusOr<bool> answered =
+      answer_from_store(&answer, Store::OnDamage::kReport);
   if (!answered.ok()) return answered.status();
   if (*answered) return answer;
   const absl::Time deadline = wait > absl::ZeroDuration()
@@ -132,12 +143,12 @@ absl::StatusOr<LockAnswer> FilesystemBackend::Lock(const EntryKey& id,
         ((*store)->HasDoneRecord(id) || (*store)->FindFailure(id))) {
       checked_unlocked = true;
       lock->Release();
-      answered = answer_from_store(&answer);
+      answered = answer_from_store(&answer, Store::OnDamage::kReport);
       if (!answered.ok()) return answered.status();
       if (*answered) return answer;
-      continue;  // damaged, and quarantined now: compete for the lock again
+      continue;  // damaged: compete for the lock again to quarantine it
     }
-    answered = answer_from_store(&answer);
+    answered = answer_from_store(&answer, Store::OnDamage::kQuarantine);
     if (!answered.ok()) return answered.status();
     if (*answered) return answer;
     answer.outcome = v1::LockResponse::GRANTED;

@@ -2,11 +2,15 @@
 //
 // FilesystemBackend is the client's fallback mode: the daemon's protocol run
 // directly on the cache directories when neffd is unreachable.
-//   Lookup  Store::Find (verifies size and sha256) / Store::FindFailure.
+//   Lookup  Store::Find (verifies size and sha256) / Store::FindFailure; a
+//           damaged entry reads as a miss.
 //   Lock    exclusive flock on {local_dir}/locks/{ns}/{version}/{key}.lock,
 //           the file the daemon locks while it has a lease out, so daemon
 //           users and fallback users exclude each other; the store is checked
-//           again once the lock is held.
+//           again once the lock is held. A just-published entry is verified
+//           after letting the lock go, so a host's waiters hash it at once
+//           rather than one after another; damaged entries are quarantined
+//           only under the lock, where no publish of this host can race it.
 //   Publish Store::PublishFromFd (atomic, the daemon's layout) while the lock
 //           is held; Fail is Store::RecordFailure.
 // The stores are opened on first use, so a rank that never falls back never
@@ -47,6 +51,8 @@ class FilesystemBackend : public Backend {
  private:
   class FsLease;
   absl::StatusOr<Store*> StoreFor(Namespace ns);
+  absl::StatusOr<v1::LookupResponse> LookupIn(const EntryKey& id,
+                                              Store::OnDamage on_damage);
 
   const FilesystemBackendOptions options_;
   absl::Mutex mu_;

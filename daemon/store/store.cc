@@ -92,7 +92,8 @@ bool Store::HasDoneRecord(const EntryKey& id) const {
   return lstat(absl::StrCat(EntryDir(id), "/", kDoneName).c_str(), &st) == 0;
 }
 
-absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
+absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id,
+                                        OnDamage on_damage) {
   const std::string dir = EntryDir(id);
   const std::string artifact = ArtifactPath(id);
   CountOps(2);  // open model.done, open the artifact
@@ -105,6 +106,11 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
       struct stat st;
       CountOps(1);
       if (lstat(artifact.c_str(), &st) != 0) {
+        return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
+      }
+      // An artifact without its marker is adopted or moved aside only by
+      // callers that may quarantine.
+      if (on_damage == OnDamage::kReport) {
         return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
       }
       EntryState state = Inspect(id);
@@ -120,16 +126,15 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
   UniqueFd fd(open(artifact.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno != ENOENT) return ErrnoStatus(errno, "opening " + artifact);
-    (void)Quarantine(id, "model.done present but the artifact is missing");
-    return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
+    return Damaged(id, "model.done present but the artifact is missing",
+                   on_damage);
   }
   struct stat before;
   if (fstat(fd.get(), &before) != 0) {
     return ErrnoStatus(errno, "stat " + artifact);
   }
   if (!S_ISREG(before.st_mode)) {
-    (void)Quarantine(id, "the artifact is not a regular file");
-    return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
+    return Damaged(id, "the artifact is not a regular file", on_damage);
   }
 
   // libneuronxla writes an empty model.done: such legacy entries are trusted
@@ -139,15 +144,14 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
   if (!legacy) {
     absl::StatusOr<v1::DoneRecord> parsed = ParseDoneRecord(*done_text);
     if (!parsed.ok()) {
-      (void)Quarantine(id, parsed.status().message());
-      return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
+      return Damaged(id, parsed.status().message(), on_damage);
     }
     done = *std::move(parsed);
     if (done.size() != static_cast<uint64_t>(before.st_size)) {
-      (void)Quarantine(
-          id, absl::StrFormat("artifact is %d bytes; model.done says %d",
-                              before.st_size, done.size()));
-      return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
+      return Damaged(id,
+                     absl::StrFormat("artifact is %d bytes; model.done says %d",
+                                     before.st_size, done.size()),
+                     on_damage);
     }
   }
   absl::StatusOr<CopyResult> hashed = CopyAndHash(fd.get(), -1, artifact);
@@ -167,9 +171,10 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id) {
     done.set_key(id.key());
     done.set_publish_time_unix_ms(MtimeNs(before) / 1000000);
   } else if (hashed->sha256 != done.sha256()) {
-    (void)Quarantine(id, absl::StrCat("artifact sha256 is ", hashed->sha256,
-                                      "; model.done says ", done.sha256()));
-    return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
+    return Damaged(id,
+                   absl::StrCat("artifact sha256 is ", hashed->sha256,
+                                "; model.done says ", done.sha256()),
+                   on_damage);
   }
   return StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(before)};
 }
@@ -365,6 +370,15 @@ void Store::QuarantineOrphan(const EntryKey& id, absl::Duration grace) {
   (void)WriteFileAtomically(
       qdir, absl::StrCat(target.substr(qdir.size() + 1), ".reason"),
       "artifact without model.done (interrupted publish)\n", options_.host_id);
+}
+
+absl::Status Store::Damaged(const EntryKey& id, absl::string_view reason,
+                            OnDamage on_damage) {
+  if (on_damage == OnDamage::kReport) {
+    return absl::DataLossError(absl::StrCat(id.Canonical(), ": ", reason));
+  }
+  (void)Quarantine(id, reason);
+  return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
 }
 
 absl::StatusOr<std::string> Store::Quarantine(const EntryKey& id,

@@ -131,10 +131,21 @@ class Store {
   // the entry: Find does that). One stat.
   bool HasDoneRecord(const EntryKey& id) const;
 
+  // What Find does with an entry it finds damaged.
+  enum class OnDamage {
+    // Moves it to quarantine/ and answers NotFound. The move goes by name,
+    // so a check that raced a fresh publish of the key could move the new
+    // entry aside: only for callers that exclude this host's publishers.
+    kQuarantine,
+    // Leaves it where it is and answers DataLoss naming the damage.
+    kReport,
+  };
+
   // Full check of the entry on disk (reads model.done, hashes the artifact).
-  // NotFound if there is no complete entry; damaged entries are quarantined
-  // first. Other errors are I/O failures.
-  absl::StatusOr<StoredEntry> Find(const EntryKey& id);
+  // NotFound if there is no complete entry; damaged entries as `on_damage`
+  // says. Other errors are I/O failures.
+  absl::StatusOr<StoredEntry> Find(const EntryKey& id,
+                                   OnDamage on_damage = OnDamage::kQuarantine);
 
   // Installs the content read from `fd` (from its current offset) under `id`
   // after checking it against `size` and `sha256`. If a valid entry exists
@@ -205,6 +216,10 @@ class Store {
       const std::function<void()>& verified);
 
   absl::Status WriteDone(const EntryKey& id, const v1::DoneRecord& done);
+  // Find's answer for a damaged entry (see OnDamage).
+  absl::Status Damaged(const EntryKey& id, absl::string_view reason,
+                       OnDamage on_damage);
+
   // A fresh, unique place under {root}/quarantine/ for a damaged `id`.
   std::string QuarantineTarget(const EntryKey& id) const;
   // Moves an artifact that has no model.done aside, if it is not a publish
