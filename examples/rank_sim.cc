@@ -15,6 +15,8 @@
 //   TORN <graph> <key> <what was wrong>
 // Exit code: 0 if every graph was OK (or FAILED as --fail_graphs asked),
 // 1 on an ERROR or an unexpected failure, 2 if a file was torn.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -27,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "client/cache_client.h"
 #include "daemon/store/digest.h"
 #include "daemon/store/file_util.h"
@@ -42,6 +45,8 @@ ABSL_FLAG(std::vector<std::string>, fail_graphs, {},
           "graphs whose compile fails deterministically");
 ABSL_FLAG(int64_t, seed, -1, "order seed (default: the rank)");
 ABSL_FLAG(std::string, address, "", "daemon address (default: environment)");
+ABSL_FLAG(std::string, last_graph_after, "",
+          "if set, ask for the last graph only once this file exists");
 
 namespace neffd::examples {
 namespace {
@@ -105,8 +110,15 @@ int Main() {
   std::shuffle(order.begin(), order.end(), rng);
 
   int exit_code = 0;
+  const std::string last_graph_after = absl::GetFlag(FLAGS_last_graph_after);
   for (int g : order) {
     const std::string& key = keys[g];
+    if (!last_graph_after.empty() && g == order.back()) {
+      struct stat st;
+      while (stat(last_graph_after.c_str(), &st) != 0) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+    }
     absl::StatusOr<CacheResult> result = client->GetOrCompile(
         ns, version, key,
         [&](const CompileJob& job) { return FakeCompile(job, compiler); });

@@ -99,13 +99,21 @@ TEST_F(ClientRanksTest, WithoutDaemonTheFilesystemProtocolCompilesOnce) {
 TEST_F(ClientRanksTest, DaemonKilledAndRestartedMidRunEveryRankFinishes) {
   StartDaemon();
   RankFleet fleet(root_, Address());
-  fleet.Start(kRanks, RankSimCommand(fleet.compile_log(), kGraphs, 800));
+  // Every rank asks for its last graph only once the restarted daemon has
+  // been up longer than the client's longest reconnect backoff (1 s), so
+  // each has a call to make after the restart however fast the rest went.
+  const std::string restarted_marker = root_ + "/restarted";
+  fleet.Start(kRanks,
+              RankSimCommand(fleet.compile_log(), kGraphs, 800,
+                             {"--last_graph_after=" + restarted_marker}));
   AwaitCompiles(fleet, 3);  // compiles in flight under daemon leases
   daemon_->Signal(SIGKILL);
   daemon_->Wait();
   absl::SleepFor(absl::Milliseconds(300));  // some ranks fall back
   DaemonProcess restarted(*daemon_);
   ASSERT_TRUE(restarted.Start()) << restarted.process().Stderr();
+  absl::SleepFor(absl::Milliseconds(1500));
+  WriteFile(restarted_marker, "");
   std::vector<RankReport> reports = fleet.WaitAll();
   ExpectRanksAgree(reports, kGraphs, /*same_path=*/false);
   int fell_back = 0;
