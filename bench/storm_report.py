@@ -66,7 +66,8 @@ md.append("")
 md.append(f"Machine: {machine[1]}. Run {machine[0]} to "
           f"{machine[-1].split(';')[0].replace('finished ', '')}; 1-minute "
           f"load average {load_min:.1f}–{load_max:.1f} at the start of each "
-          "storm invocation (above 2, other work shared the 2 cores). "
+          "storm invocation (it counts the previous storm's ranks, up to R "
+          "runnable at once, so it says little about other work). "
           "Every figure is the median of "
           f"{max((len(v) for v in rows.values()), default=0)} repetitions; "
           "ratios are between medians of the same script run.")
