@@ -130,9 +130,14 @@ if [ "${NEFFD_TSAN:-1}" = 1 ]; then
   stage tsan
 fi
 if [ "${NEFFD_FUZZ:-1}" = 1 ]; then
-  # tee -a: opening /dev/stderr without it truncates a log file that CI
-  # redirected stderr to.
-  fuzz_line=$(bash tests/fuzz/run_fuzzers.sh | tee -a /dev/stderr | tail -1)
+  # Shown as it runs, on this script's own stdout: reopening /dev/stderr
+  # (tee /dev/stderr) gives a second file offset, and in a log file that CI
+  # redirected both streams to, the lines written through one offset
+  # overwrote those written through the other, the final summary included.
+  fuzz_log=$(mktemp)
+  bash tests/fuzz/run_fuzzers.sh | tee "$fuzz_log"
+  fuzz_line=$(tail -1 "$fuzz_log")
+  rm -f "$fuzz_log"
   read -r passed failed < <(echo "$fuzz_line" |
     sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p')
   total_passed=$((total_passed + ${passed:-0}))
