@@ -209,4 +209,31 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
   return result;
 }
 
+absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
+                                          absl::string_view what) {
+  uint64_t copied = 0;
+  // In the kernel (page cache to page cache, or a reflink), so the bytes
+  // never pass through this process.
+  for (;;) {
+    ssize_t n = copy_file_range(in_fd, nullptr, out_fd, nullptr, 1 << 30, 0);
+    if (n > 0) {
+      copied += n;
+      continue;
+    }
+    if (n == 0) return copied;
+    if (errno == EINTR) continue;
+    // Not between these two files (another filesystem type, a pipe, an old
+    // kernel): copy through a buffer from where the kernel stopped.
+    if (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
+        errno == EOPNOTSUPP) {
+      break;
+    }
+    return ErrnoStatus(errno, absl::StrCat("copying ", what));
+  }
+  // Rare enough that CopyAndHash's buffered copy, hash and all, will do.
+  absl::StatusOr<CopyResult> rest = CopyAndHash(in_fd, out_fd, what);
+  if (!rest.ok()) return rest.status();
+  return copied + rest->size;
+}
+
 }  // namespace neffd

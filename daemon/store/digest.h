@@ -3,7 +3,8 @@
 // SHA-256 (OpenSSL EVP) in the form the cache uses everywhere: lowercase hex.
 // Sha256 hashes a stream incrementally; the free functions hash whole inputs.
 // CopyAndHash moves bytes between descriptors while hashing them, so a publish
-// reads its source exactly once.
+// reads its source exactly once; CopyFileContents moves them without hashing,
+// for copies the daemon verifies anyway.
 //
 // Sha256 is thread-compatible; the functions are thread-safe.
 #ifndef NEFFD_DAEMON_STORE_DIGEST_H_
@@ -49,6 +50,12 @@ struct CopyResult {
 // was read. Errors name `what` and the errno.
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what);
+
+// Copies everything from `in_fd`'s offset to its end onto `out_fd` without
+// hashing, inside the kernel where it can (copy_file_range); returns the
+// bytes copied. For copies someone else verifies.
+absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
+                                          absl::string_view what);
 
 }  // namespace neffd
 

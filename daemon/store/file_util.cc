@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <random>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -58,42 +57,6 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what) {
     data.remove_prefix(n);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
-                                          absl::string_view what) {
-  uint64_t copied = 0;
-  // In the kernel (page cache to page cache, or a reflink), so the bytes
-  // never pass through this process.
-  for (;;) {
-    ssize_t n = copy_file_range(in_fd, nullptr, out_fd, nullptr, 1 << 30, 0);
-    if (n > 0) {
-      copied += n;
-      continue;
-    }
-    if (n == 0) return copied;
-    if (errno == EINTR) continue;
-    // Not between these two files (another filesystem type, an old kernel):
-    // copy through a buffer from where the kernel stopped.
-    if (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
-        errno == EOPNOTSUPP) {
-      break;
-    }
-    return ErrnoStatus(errno, absl::StrCat("copying ", what));
-  }
-  std::vector<char> buffer(1 << 20);
-  for (;;) {
-    ssize_t n = read(in_fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, absl::StrCat("reading ", what));
-    if (n == 0) return copied;
-    if (absl::Status s =
-            WriteAll(out_fd, absl::string_view(buffer.data(), n), what);
-        !s.ok()) {
-      return s;
-    }
-    copied += n;
-  }
 }
 
 absl::Status MakeDirs(const std::string& path, int mode) {

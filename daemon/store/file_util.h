@@ -10,7 +10,6 @@
 #ifndef NEFFD_DAEMON_STORE_FILE_UTIL_H_
 #define NEFFD_DAEMON_STORE_FILE_UTIL_H_
 
-#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -46,11 +45,6 @@ class UniqueFd {
 };
 
 absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what);
-
-// Copies everything from `in_fd`'s offset to its end onto `out_fd`, inside the
-// kernel where it can (copy_file_range); returns the bytes copied.
-absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
-                                          absl::string_view what);
 
 // mkdir -p with `mode` for the directories it creates.
 absl::Status MakeDirs(const std::string& path, int mode = 0755);

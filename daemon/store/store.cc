@@ -76,14 +76,13 @@ std::string Store::ArtifactPath(const EntryKey& id) const {
 }
 
 bool Store::StillValid(const EntryKey& id, const FileIdentity& verified) const {
-  CountOps(2);
+  CountOps(1);
   struct stat st;
-  std::string dir = EntryDir(id);
   if (lstat(ArtifactPath(id).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
       !(IdentityOf(st) == verified)) {
     return false;
   }
-  return lstat(absl::StrCat(dir, "/", kDoneName).c_str(), &st) == 0;
+  return HasDoneRecord(id);
 }
 
 bool Store::HasDoneRecord(const EntryKey& id) const {

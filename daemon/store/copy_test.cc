@@ -1,5 +1,3 @@
-#include "daemon/store/file_util.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/store/digest.h"
+#include "daemon/store/file_util.h"
 #include "gtest/gtest.h"
 
 namespace neffd {
