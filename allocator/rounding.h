@@ -1,6 +1,6 @@
 // allocator/rounding.h
 //
-// How a request of `s` bytes is rounded and placed (DESIGN.md §8). Let
+// How a request of `s` bytes is rounded and placed (docs/ARCHITECTURE.md, "Allocator"). Let
 // m = kMinRoundedSize and N = kRoundupPower2Divisions taken down to a power of
 // two.
 //

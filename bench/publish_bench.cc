@@ -25,7 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "tests/harness/process.h"

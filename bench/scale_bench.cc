@@ -36,7 +36,7 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "daemon/index/index.h"
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "tests/harness/process.h"

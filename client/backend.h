@@ -23,8 +23,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/entry_id.h"
+#include "store/digest.h"
+#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
 
 namespace neffd {

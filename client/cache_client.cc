@@ -17,9 +17,9 @@
 #include "client/fs_backend.h"
 #include "client/key.h"
 #include "client/workdir.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/entry_id.h"
-#include "daemon/store/file_util.h"
+#include "store/digest.h"
+#include "store/entry_id.h"
+#include "store/file_util.h"
 
 namespace neffd {
 namespace {

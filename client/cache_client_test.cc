@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/file_lock.h"
 #include "client/workdir.h"
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 #include "gtest/gtest.h"
 
 namespace neffd {

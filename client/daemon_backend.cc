@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
-#include "daemon/locks/liveness.h"
-#include "daemon/store/file_util.h"
+#include "store/liveness.h"
+#include "store/file_util.h"
 #include "grpcpp/grpcpp.h"
 
 namespace neffd {

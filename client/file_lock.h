@@ -7,9 +7,9 @@
 // key. Waiting is polling with a back-off (1 ms doubling to 50 ms) on the
 // injected Clock, so tests can bound it.
 //
-// The lock-file path is the daemon's (daemon/locks/lock_table.cc TryGrant):
-// {locks_dir}/{ns}/{compiler_version}/{key}.lock, so the daemon and
-// daemon-less processes exclude each other.
+// The lock file is the one the daemon locks for its leases
+// (store/lock_paths.h), so the daemon and daemon-less processes exclude each
+// other.
 //
 // Thread-safe functions; a FileLock is a move-only value.
 #ifndef NEFFD_CLIENT_FILE_LOCK_H_
@@ -20,8 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/store/entry_id.h"
-#include "daemon/store/file_util.h"
+#include "store/entry_id.h"
+#include "store/file_util.h"
+#include "store/lock_paths.h"
 
 namespace neffd {
 
@@ -34,10 +35,10 @@ struct Clock {
 Clock RealClock();
 
 class FileLock {
- public:
+public:
   FileLock() = default;
-  FileLock(FileLock&&) = default;
-  FileLock& operator=(FileLock&&) = default;
+  FileLock(FileLock &&) = default;
+  FileLock &operator=(FileLock &&) = default;
 
   bool held() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
@@ -48,22 +49,19 @@ class FileLock {
   // (absl::InfinitePast: one try). Returns a held lock, or an unheld one if
   // the deadline passed with the lock held elsewhere.
   static absl::StatusOr<FileLock> Acquire(UniqueFd fd, absl::Time deadline,
-                                          const Clock& clock);
+                                          const Clock &clock);
 
- private:
+private:
   explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
   UniqueFd fd_;
 };
 
-// {locks_dir}/{ns}/{compiler_version}/{key}.lock
-std::string LockFilePath(const std::string& locks_dir, const EntryKey& id);
-
 // Opens (creating it and its directories) the lock file of `id` and locks it
 // as FileLock::Acquire does.
-absl::StatusOr<FileLock> LockEntry(const std::string& locks_dir,
-                                   const EntryKey& id, absl::Time deadline,
-                                   const Clock& clock);
+absl::StatusOr<FileLock> LockEntry(const std::string &locks_dir,
+                                   const EntryKey &id, absl::Time deadline,
+                                   const Clock &clock);
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_CLIENT_FILE_LOCK_H_
+#endif // NEFFD_CLIENT_FILE_LOCK_H_

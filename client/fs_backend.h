@@ -27,7 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/backend.h"
 #include "client/file_lock.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace neffd {
 

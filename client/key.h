@@ -1,6 +1,6 @@
 // client/key.h
 //
-// The persistent cache key of a compiled graph (DESIGN.md §7,
+// The persistent cache key of a compiled graph (docs/ARCHITECTURE.md, "Keys";
 // TORCH_NEURONX_NEFF_KEY_FROM_HLO). A key is the lowercase hex SHA-256 of a
 // length-prefixed record of
 //   - the source: the lowered HLO bytes (key_from_hlo) or the caller's
@@ -51,9 +51,9 @@ struct KeyInputs {
 
 // The key for `inputs`. InvalidArgument naming the field when the selected
 // source (hlo_bytes or base_key) is empty or the compiler version is empty.
-absl::StatusOr<std::string> DeriveKey(const KeyInputs& inputs,
+absl::StatusOr<std::string> DeriveKey(const KeyInputs &inputs,
                                       bool key_from_hlo);
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_CLIENT_KEY_H_
+#endif // NEFFD_CLIENT_KEY_H_

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 
 namespace neffd {
 namespace {

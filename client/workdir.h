@@ -31,8 +31,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/file_lock.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/entry_id.h"
+#include "store/digest.h"
+#include "store/entry_id.h"
 
 namespace neffd {
 

@@ -31,8 +31,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/cache_client.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/file_util.h"
+#include "store/digest.h"
+#include "store/file_util.h"
 #include "examples/fake_compiler.h"
 
 ABSL_FLAG(int, graphs, 16, "number of distinct graphs to ask for");

@@ -4,7 +4,7 @@ Bazel 4's proto rules want to fetch protobuf; this macro runs the system
 protoc instead and wraps the outputs in a cc_library.
 """
 
-def cc_grpc_library(name, srcs, proto_root, deps = [], grpc = True, visibility = None):
+def cc_grpc_library(name, srcs, proto_root, deps = [], imports = [], grpc = True, visibility = None):
     """Generates C++ (and optionally gRPC) code for protos under proto_root.
 
     Args:
@@ -12,6 +12,7 @@ def cc_grpc_library(name, srcs, proto_root, deps = [], grpc = True, visibility =
       srcs: .proto files, given relative to this package.
       proto_root: the import root of srcs, relative to this package ("" = here).
       deps: cc deps of the generated code (other cc_grpc_library targets).
+      imports: .proto files that srcs import (compiled by those deps).
       grpc: also generate *.grpc.pb.{h,cc} service stubs.
       visibility: of the cc_library.
     """
@@ -32,7 +33,7 @@ def cc_grpc_library(name, srcs, proto_root, deps = [], grpc = True, visibility =
                 "--plugin=protoc-gen-grpc=$(location @system//:grpc_cpp_plugin) ")
     native.genrule(
         name = name + "_gen",
-        srcs = srcs,
+        srcs = srcs + imports,
         outs = outs,
         tools = ["@system//:protoc", "@system//:grpc_cpp_plugin"],
         cmd = cmd + " ".join(["$(location " + s + ")" for s in srcs]),
@@ -42,7 +43,7 @@ def cc_grpc_library(name, srcs, proto_root, deps = [], grpc = True, visibility =
         srcs = [o for o in outs if o.endswith(".cc")],
         hdrs = [o for o in outs if o.endswith(".h")],
         includes = [proto_root or "."],
-        deps = deps + ["@system//:grpc", "@system//:protobuf"],
+        deps = deps + (["@system//:grpc"] if grpc else []) + ["@system//:protobuf"],
         copts = ["-Wno-unused-parameter"],
         visibility = visibility,
     )

@@ -12,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/file_util.h"
+#include "store/digest.h"
+#include "store/file_util.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 #include "examples/fake_compiler.h"
 
 namespace neffd::bench {

@@ -6,7 +6,7 @@
 #include <sys/file.h>
 
 #include "absl/time/clock.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 
 namespace neffd::bench {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/storm/expected.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 
 namespace neffd::bench {
 namespace {

@@ -30,7 +30,7 @@
 #include "bench/storm/legacy_protocol.h"
 #include "client/cache_client.h"
 #include "config/env.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 #include "examples/fake_compiler.h"
 
 ABSL_FLAG(std::string, mode, "daemon", "daemon, fallback, legacy or floor");

@@ -16,7 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/store/entry_id.h"
+#include "store/entry_id.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/struct.pb.h"
 #include "grpcpp/grpcpp.h"

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/neffctl/ctl.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/file_util.h"
+#include "store/digest.h"
+#include "store/file_util.h"
 
 namespace neffd::ctl {
 namespace {

@@ -31,7 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/index/index.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace neffd {
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 #include "gtest/gtest.h"
 
 namespace neffd {

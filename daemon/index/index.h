@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/store/entry_id.h"
+#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
 
 namespace rocksdb {

@@ -16,20 +16,18 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "daemon/locks/liveness.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
+#include "store/liveness.h"
 
 namespace neffd {
 namespace {
 
 class FileLock : public ExternalLock {
- public:
+public:
   FileLock(UniqueFd local, UniqueFd lease, std::string lease_path,
-           std::atomic<uint64_t>* ops)
-      : local_(std::move(local)),
-        lease_(std::move(lease)),
-        lease_path_(std::move(lease_path)),
-        ops_(ops) {}
+           std::atomic<uint64_t> *ops)
+      : local_(std::move(local)), lease_(std::move(lease)),
+        lease_path_(std::move(lease_path)), ops_(ops) {}
 
   ~FileLock() override {
     // Remove the lease file only if it is still ours: a host that broke it
@@ -41,13 +39,15 @@ class FileLock : public ExternalLock {
   }
 
   void Refresh() override {
-    if (!lease_.valid()) return;
+    if (!lease_.valid())
+      return;
     Count(1);
     futimens(lease_.get(), nullptr);
   }
 
   bool StillHeld() override {
-    if (!lease_.valid()) return true;
+    if (!lease_.valid())
+      return true;
     struct stat mine, named;
     Count(1);
     return fstat(lease_.get(), &mine) == 0 &&
@@ -55,25 +55,27 @@ class FileLock : public ExternalLock {
            mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
   }
 
- private:
+private:
   void Count(int n) {
-    if (ops_ != nullptr) *ops_ += n;
+    if (ops_ != nullptr)
+      *ops_ += n;
   }
 
-  UniqueFd local_;  // flock held; released on close
-  UniqueFd lease_;  // cross-host lease file, kept open for futimens
+  UniqueFd local_; // flock held; released on close
+  UniqueFd lease_; // cross-host lease file, kept open for futimens
   const std::string lease_path_;
-  std::atomic<uint64_t>* const ops_;
+  std::atomic<uint64_t> *const ops_;
 };
 
 class FileLocks : public ExternalLocks {
- public:
+public:
   explicit FileLocks(FileLocksOptions options) : options_(std::move(options)) {}
 
-  std::unique_ptr<ExternalLock> TryTake(const EntryKey& id,
-                                        const std::string& lease_id) override {
+  std::unique_ptr<ExternalLock> TryTake(const EntryKey &id,
+                                        const std::string &lease_id) override {
     UniqueFd local = TakeLocal(id);
-    if (!local.valid()) return nullptr;
+    if (!local.valid())
+      return nullptr;
     if (!options_.shared) {
       return std::make_unique<FileLock>(std::move(local), UniqueFd(), "",
                                         nullptr);
@@ -87,7 +89,8 @@ class FileLocks : public ExternalLocks {
                           0644));
       if (!lease.valid() && errno == ENOENT) {
         Count(1);
-        if (!MakeDirs(dir).ok()) return nullptr;
+        if (!MakeDirs(dir).ok())
+          return nullptr;
         continue;
       }
       if (lease.valid()) {
@@ -98,37 +101,32 @@ class FileLocks : public ExternalLocks {
         return std::make_unique<FileLock>(std::move(local), std::move(lease),
                                           path, options_.shared_ops);
       }
-      if (errno != EEXIST || !BreakIfStale(path)) return nullptr;
+      if (errno != EEXIST || !BreakIfStale(path))
+        return nullptr;
     }
     return nullptr;
   }
 
- private:
+private:
   void Count(int n) {
-    if (options_.shared_ops != nullptr) *options_.shared_ops += n;
+    if (options_.shared_ops != nullptr)
+      *options_.shared_ops += n;
   }
 
-  UniqueFd TakeLocal(const EntryKey& id) {
-    const std::string dir =
-        absl::StrCat(options_.locks_dir, "/", NamespaceName(id.ns()), "/",
-                     id.compiler_version());
-    const std::string path = absl::StrCat(dir, "/", id.key(), ".lock");
-    const int flags = O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW;
-    UniqueFd fd(open(path.c_str(), flags, 0664));
-    if (!fd.valid() && errno == ENOENT && MakeDirs(dir, 0775).ok()) {
-      fd = UniqueFd(open(path.c_str(), flags, 0664));
-    }
-    if (!fd.valid()) {
+  UniqueFd TakeLocal(const EntryKey &id) {
+    absl::StatusOr<UniqueFd> fd = OpenLockFile(options_.locks_dir, id);
+    if (!fd.ok()) {
       // An unusable lock dir must not wedge every key: the daemon's own
       // table still excludes its clients. Hold a placeholder.
       return UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC));
     }
-    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return UniqueFd();
-    return fd;
+    if (flock(fd->get(), LOCK_EX | LOCK_NB) != 0)
+      return UniqueFd();
+    return *std::move(fd);
   }
 
   // A lease file from this host's previous daemon whose process is gone.
-  bool FromDeadIncarnation(const std::string& content) {
+  bool FromDeadIncarnation(const std::string &content) {
     std::vector<std::string> fields =
         absl::StrSplit(content, ' ', absl::SkipWhitespace());
     int64_t pid = 0;
@@ -140,10 +138,11 @@ class FileLocks : public ExternalLocks {
   }
 
   // True if the lease file at `path` was stale and this call removed it.
-  bool BreakIfStale(const std::string& path) {
+  bool BreakIfStale(const std::string &path) {
     struct stat judged;
     Count(1);
-    if (lstat(path.c_str(), &judged) != 0) return errno == ENOENT;
+    if (lstat(path.c_str(), &judged) != 0)
+      return errno == ENOENT;
     absl::StatusOr<std::string> content = ReadSmallFile(path, 4096);
     if (!(content.ok() && FromDeadIncarnation(*content)) &&
         !UnchangedForTooLong(path, judged)) {
@@ -153,7 +152,7 @@ class FileLocks : public ExternalLocks {
         absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
     Count(3);
     if (rename(path.c_str(), doomed.c_str()) != 0) {
-      return errno == ENOENT;  // released or broken meanwhile: try again
+      return errno == ENOENT; // released or broken meanwhile: try again
     }
     struct stat taken;
     if (lstat(doomed.c_str(), &taken) == 0 && taken.st_ino != judged.st_ino) {
@@ -173,11 +172,11 @@ class FileLocks : public ExternalLocks {
   // Records what `path` looks like now; true once it has looked exactly so
   // for stale_after - poll_interval. A live holder refreshes every TTL/3,
   // so an unchanged window that long means it is gone.
-  bool UnchangedForTooLong(const std::string& path, const struct stat& st) {
+  bool UnchangedForTooLong(const std::string &path, const struct stat &st) {
     const absl::Duration now =
         absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
     absl::MutexLock lock(&mu_);
-    Observation& seen = observed_[path];
+    Observation &seen = observed_[path];
     if (seen.inode != st.st_ino ||
         seen.mtime != absl::TimeFromTimespec(st.st_mtim)) {
       seen = Observation{st.st_ino, absl::TimeFromTimespec(st.st_mtim), now};
@@ -193,7 +192,7 @@ class FileLocks : public ExternalLocks {
   struct Observation {
     ino_t inode = 0;
     absl::Time mtime;
-    absl::Duration since;  // steady clock
+    absl::Duration since; // steady clock
   };
 
   const FileLocksOptions options_;
@@ -201,10 +200,10 @@ class FileLocks : public ExternalLocks {
   absl::flat_hash_map<std::string, Observation> observed_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<ExternalLocks> NewFileLocks(FileLocksOptions options) {
   return std::make_unique<FileLocks>(std::move(options));
 }
 
-}  // namespace neffd
+} // namespace neffd

@@ -1,6 +1,7 @@
 // daemon/locks/file_locks.h
 //
-// FileLocks are the holds a lease keeps outside the daemon (DESIGN.md §6):
+// FileLocks are the holds a lease keeps outside the daemon
+// (docs/ARCHITECTURE.md, "Cross-host leases"):
 //
 //  1. Node-local: an exclusive flock on
 //     {locks_dir}/{ns}/{compiler_version}/{key}.lock, the same file the
@@ -33,26 +34,26 @@
 
 #include "absl/time/time.h"
 #include "daemon/locks/lock_table.h"
-#include "daemon/store/entry_id.h"
-#include "daemon/store/store.h"
+#include "store/entry_id.h"
+#include "store/store.h"
 
 namespace neffd {
 
 struct FileLocksOptions {
-  std::string locks_dir;  // {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks
-  bool shared = true;     // also take cross-host lease files
+  std::string locks_dir; // {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks
+  bool shared = true;    // also take cross-host lease files
   std::string host_id;
   absl::Duration stale_after = absl::Seconds(30);
   // The LockTable's poll interval: how often TryTake is retried per key.
   absl::Duration poll_interval = absl::Seconds(1);
   // The entry's directory on the shared store.
-  std::function<std::string(const EntryKey&)> entry_dir;
+  std::function<std::string(const EntryKey &)> entry_dir;
   // Counts metadata operations on the shared store (may be null).
-  std::atomic<uint64_t>* shared_ops = nullptr;
+  std::atomic<uint64_t> *shared_ops = nullptr;
 };
 
 std::unique_ptr<ExternalLocks> NewFileLocks(FileLocksOptions options);
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
+#endif // NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 #include "gtest/gtest.h"
 
 namespace neffd {

@@ -38,9 +38,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/locks/liveness.h"
-#include "daemon/store/entry_id.h"
-#include "daemon/store/file_util.h"
+#include "store/liveness.h"
+#include "store/entry_id.h"
+#include "store/file_util.h"
 #include "proto/neffd/v1/neffd.pb.h"
 
 namespace neffd {

@@ -15,8 +15,8 @@
 #include "daemon/log/log.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/request_validation.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/file_util.h"
+#include "store/digest.h"
+#include "store/file_util.h"
 
 namespace neffd {
 namespace {

@@ -32,7 +32,7 @@
 #include "daemon/locks/lock_table.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/service/telemetry.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 

@@ -19,7 +19,6 @@
 #include "daemon/index/catalog.h"
 #include "daemon/index/index.h"
 #include "daemon/locks/file_locks.h"
-#include "daemon/locks/liveness.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/log/log.h"
 #include "daemon/service/admin_service.h"
@@ -28,13 +27,14 @@
 #include "daemon/service/maintenance.h"
 #include "daemon/service/server_options.h"
 #include "daemon/service/telemetry.h"
-#include "daemon/store/file_util.h"
-#include "daemon/store/store.h"
 #include "daemon/tier/local_tier.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
+#include "store/file_util.h"
+#include "store/liveness.h"
+#include "store/store.h"
 #include "systemd/sd-daemon.h"
 
 namespace neffd {
@@ -45,29 +45,30 @@ constexpr long kLustreSuperMagic = 0x0BD00BD0;
 constexpr long kSmbSuperMagic = 0x517B;
 constexpr long kCifsMagic = 0xFF534D42;
 constexpr absl::Duration kTickInterval = absl::Milliseconds(100);
-constexpr int kTicksPerAccessFlush = 100;  // every 10 s
+constexpr int kTicksPerAccessFlush = 100; // every 10 s
 
-std::string UnixPath(const std::string& address) {
+std::string UnixPath(const std::string &address) {
   return absl::StartsWith(address, "unix:") ? address.substr(5) : "";
 }
 
 // True if something accepts connections on the unix socket `path`.
-bool SocketIsLive(const std::string& path) {
+bool SocketIsLive(const std::string &path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0)
+    return false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
   bool live =
-      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0;
   close(fd);
   return live;
 }
 
 // TLS from the PEM files when both are given, else insecure (unix socket or
 // loopback only, checked by ValidateAddress).
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(
-    const DaemonOptions& options) {
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>>
+CredentialsFor(const DaemonOptions &options) {
   if (options.tls_cert.empty() && options.tls_key.empty()) {
     return grpc::InsecureServerCredentials();
   }
@@ -95,34 +96,35 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(
   return grpc::SslServerCredentials(ssl);
 }
 
-}  // namespace
+} // namespace
 
-absl::Status CheckLocalFilesystem(const std::string& path) {
+absl::Status CheckLocalFilesystem(const std::string &path) {
   struct statfs fs;
   if (statfs(path.c_str(), &fs) != 0) {
     return ErrnoStatus(errno, absl::StrCat("statfs ", path));
   }
-  const char* kind = nullptr;
+  const char *kind = nullptr;
   switch (static_cast<long>(fs.f_type)) {
-    case kNfsSuperMagic:
-      kind = "nfs";
-      break;
-    case kLustreSuperMagic:
-      kind = "lustre";
-      break;
-    case kSmbSuperMagic:
-    case kCifsMagic:
-      kind = "smb";
-      break;
+  case kNfsSuperMagic:
+    kind = "nfs";
+    break;
+  case kLustreSuperMagic:
+    kind = "lustre";
+    break;
+  case kSmbSuperMagic:
+  case kCifsMagic:
+    kind = "smb";
+    break;
   }
-  if (kind == nullptr) return absl::OkStatus();
+  if (kind == nullptr)
+    return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat("local dir ", path, " is on ", kind,
                    "; TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR must be a local "
                    "filesystem"));
 }
 
-absl::Status ValidateAddress(const std::string& address, bool tls) {
+absl::Status ValidateAddress(const std::string &address, bool tls) {
   if (absl::StartsWith(address, "unix:")) {
     std::string path = UnixPath(address);
     if (path.empty() || path[0] != '/') {
@@ -175,12 +177,13 @@ struct Daemon::Parts {
   std::unique_ptr<grpc::Server> server;
   absl::Notification stop_ticking;
   std::thread ticker;
-  std::thread collector;  // periodic gc, when max_cache_size is set
-  std::thread reporter;   // metrics textfile, when metrics_textfile is set
+  std::thread collector; // periodic gc, when max_cache_size is set
+  std::thread reporter;  // metrics textfile, when metrics_textfile is set
   bool shut_down = false;
 
   void WriteMetrics() {
-    if (options.metrics_textfile.empty()) return;
+    if (options.metrics_textfile.empty())
+      return;
     absl::Status written =
         WriteTextfile(options.metrics_textfile,
                       telemetry.RenderPrometheus(service->CumulativeStats()));
@@ -202,7 +205,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       CredentialsFor(options);
-  if (!credentials.ok()) return credentials.status();
+  if (!credentials.ok())
+    return credentials.status();
   if (options.index_dir.empty())
     options.index_dir = options.local_dir + "/index";
   if (options.host_id.empty()) {
@@ -230,12 +234,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   parts->options = options;
   const std::string staging = options.local_dir + "/staging";
   const std::string locks_dir = options.local_dir + "/locks";
-  if (absl::Status s = MakeDirs(options.local_dir); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(options.local_dir); !s.ok())
+    return s;
   if (absl::Status s = CheckLocalFilesystem(options.local_dir); !s.ok()) {
     return s;
   }
-  for (const std::string& dir : {staging, locks_dir}) {
-    if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  for (const std::string &dir : {staging, locks_dir}) {
+    if (absl::Status s = MakeDirs(dir); !s.ok())
+      return s;
   }
   // Ranks of any user stage files here; the sticky bit keeps them from
   // removing each other's.
@@ -246,22 +252,28 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   store_options.failed_ttl = options.failed_ttl;
   store_options.root = options.neff_cache_dir;
   store_options.ns = Namespace::kNeff;
+  store_options.on_event = [](const StoreEvent &event) {
+    log::EventWithFields(log::Level::kWarning, event.name, event.fields);
+  };
   absl::StatusOr<std::unique_ptr<Store>> neff = Store::Open(store_options);
-  if (!neff.ok()) return neff.status();
+  if (!neff.ok())
+    return neff.status();
   store_options.root = options.hlo_cache_dir;
   store_options.ns = Namespace::kHlo;
   absl::StatusOr<std::unique_ptr<Store>> hlo = Store::Open(store_options);
-  if (!hlo.ok()) return hlo.status();
+  if (!hlo.ok())
+    return hlo.status();
   parts->neff_store = *std::move(neff);
   parts->hlo_store = *std::move(hlo);
 
   absl::StatusOr<std::unique_ptr<Index>> index = Index::Open(options.index_dir);
-  if (!index.ok()) return index.status();
+  if (!index.ok())
+    return index.status();
   parts->index = *std::move(index);
 
   parts->catalog = std::make_unique<Catalog>(
       parts->neff_store.get(), parts->hlo_store.get(), parts->index.get());
-  Catalog* catalog = parts->catalog.get();
+  Catalog *catalog = parts->catalog.get();
 
   parts->liveness = NewProcLiveness(options.host_id);
   FileLocksOptions file_options;
@@ -269,7 +281,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   file_options.shared = options.shared_leases;
   file_options.host_id = options.host_id;
   file_options.stale_after = options.lease_ttl;
-  file_options.entry_dir = [catalog](const EntryKey& id) {
+  file_options.entry_dir = [catalog](const EntryKey &id) {
     return catalog->StoreFor(id).EntryDir(id);
   };
   file_options.poll_interval = options.poll_interval;
@@ -283,7 +295,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   lock_options.max_waiters = options.max_lock_waiters;
   lock_options.external_locks = parts->file_locks.get();
   lock_options.probe_entry =
-      [catalog](const EntryKey& id) -> std::optional<v1::Entry> {
+      [catalog](const EntryKey &id) -> std::optional<v1::Entry> {
     absl::StatusOr<std::optional<v1::Entry>> found = catalog->Find(id);
     return found.ok() ? *found : std::nullopt;
   };
@@ -305,7 +317,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     tier_options.capacity_bytes = options.local_tier_bytes;
     absl::StatusOr<std::unique_ptr<LocalTier>> tier =
         LocalTier::Open(tier_options);
-    if (!tier.ok()) return tier.status();
+    if (!tier.ok())
+      return tier.status();
     parts->tier = *std::move(tier);
   }
   parts->service = std::make_unique<CompileCacheService>(
@@ -316,7 +329,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   maintenance_options.stale_lock_age = options.lock_timeout;
   maintenance_options.recent = options.gc_recent;
   maintenance_options.lease_out = [locks =
-                                       parts->locks.get()](const EntryKey& id) {
+                                       parts->locks.get()](const EntryKey &id) {
     return locks->Held(id);
   };
   parts->maintenance =
@@ -357,14 +370,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   }
   if (!socket_path.empty()) {
     chmod(socket_path.c_str(), 0660);
-    if (struct group* g = getgrnam(options.socket_group.c_str())) {
+    if (struct group *g = getgrnam(options.socket_group.c_str())) {
       if (chown(socket_path.c_str(), -1, g->gr_gid) != 0) {
         // Not fatal: root can still connect; the operator sees the mode.
       }
     }
   }
 
-  Parts* p = parts.get();
+  Parts *p = parts.get();
   uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
   p->ticker = std::thread([p, watchdog, watchdog_usec] {
@@ -375,7 +388,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     // lock table.
     for (;;) {
       absl::SleepFor(kTickInterval);
-      if (p->stop_ticking.HasBeenNotified()) break;
+      if (p->stop_ticking.HasBeenNotified())
+        break;
       p->locks->Tick();
       if (watchdog && absl::Now() >= next_ping) {
         sd_notify(0, "WATCHDOG=1");
@@ -393,7 +407,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       absl::Time next = absl::Now() + p->options.gc_interval;
       while (!p->stop_ticking.HasBeenNotified()) {
         absl::SleepFor(kTickInterval);
-        if (absl::Now() < next) continue;
+        if (absl::Now() < next)
+          continue;
         next = absl::Now() + p->options.gc_interval;
         absl::StatusOr<v1::GcResponse> done =
             p->maintenance->Gc(Namespace::kNeff, request);
@@ -413,7 +428,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       absl::Time next = absl::Now() + p->options.metrics_interval;
       while (!p->stop_ticking.HasBeenNotified()) {
         absl::SleepFor(kTickInterval);
-        if (absl::Now() < next) continue;
+        if (absl::Now() < next)
+          continue;
         next = absl::Now() + p->options.metrics_interval;
         p->WriteMetrics();
       }
@@ -423,7 +439,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
 }
 
 std::string Daemon::Describe() const {
-  const DaemonOptions& o = parts_->options;
+  const DaemonOptions &o = parts_->options;
   return absl::StrCat("neffd: listening on ", o.address, " (host ", o.host_id,
                       "); neff cache ", o.neff_cache_dir, ", hlo cache ",
                       o.hlo_cache_dir, ", local dir ", o.local_dir, ", index ",
@@ -431,8 +447,9 @@ std::string Daemon::Describe() const {
 }
 
 std::string Daemon::IndexRecoveryNote() const {
-  const std::string& moved = parts_->index->recovered_from();
-  if (moved.empty()) return "";
+  const std::string &moved = parts_->index->recovered_from();
+  if (moved.empty())
+    return "";
   return absl::StrCat("neffd: the index at ", parts_->options.index_dir,
                       " could not be opened; moved it to ", moved,
                       " and started a new one (entries are found again in the "
@@ -442,8 +459,9 @@ std::string Daemon::IndexRecoveryNote() const {
 void Daemon::Reload() { parts_->WriteMetrics(); }
 
 void Daemon::Shutdown() {
-  Parts* p = parts_.get();
-  if (p == nullptr || p->shut_down) return;
+  Parts *p = parts_.get();
+  if (p == nullptr || p->shut_down)
+    return;
   p->shut_down = true;
   p->health.Shutdown();
   p->locks->Shutdown();
@@ -451,13 +469,16 @@ void Daemon::Shutdown() {
                       absl::ToChronoSeconds(p->options.shutdown_grace));
   p->stop_ticking.Notify();
   p->ticker.join();
-  if (p->collector.joinable()) p->collector.join();
-  if (p->reporter.joinable()) p->reporter.join();
+  if (p->collector.joinable())
+    p->collector.join();
+  if (p->reporter.joinable())
+    p->reporter.join();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
   p->WriteMetrics();
   std::string socket_path = UnixPath(p->options.address);
-  if (!socket_path.empty()) unlink(socket_path.c_str());
+  if (!socket_path.empty())
+    unlink(socket_path.c_str());
 }
 
-}  // namespace neffd
+} // namespace neffd

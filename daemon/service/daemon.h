@@ -37,7 +37,7 @@ struct DaemonOptions {
   std::string neff_cache_dir = "/tmp/neff_cache";
   std::string hlo_cache_dir = "/tmp/hlo_cache";
   std::string local_dir = "/tmp/local_cache";
-  std::string index_dir;  // default {local_dir}/index
+  std::string index_dir; // default {local_dir}/index
   std::string host_id;
   std::string socket_group = "neuron";
   absl::Duration lock_timeout = absl::Seconds(1200);
@@ -47,7 +47,8 @@ struct DaemonOptions {
   // How often a key another host (or a daemon-less process) holds is
   // re-checked; one probe per key per interval for the whole host.
   absl::Duration poll_interval = absl::Seconds(1);
-  // Take cross-host lease files on the shared store (DESIGN.md §6).
+  // Take cross-host lease files on the shared store (docs/ARCHITECTURE.md,
+  // "Cross-host leases").
   bool shared_leases = true;
   // gc never removes an entry served on this host this recently.
   absl::Duration gc_recent = absl::Minutes(1);
@@ -61,7 +62,7 @@ struct DaemonOptions {
   absl::Duration gc_interval = absl::Minutes(10);
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
-  std::string metrics_textfile;  // empty: none
+  std::string metrics_textfile; // empty: none
   absl::Duration metrics_interval = absl::Seconds(15);
   // What GetConfig reports (main fills it from the flags and the registry).
   v1::ConfigResponse config;
@@ -82,14 +83,14 @@ struct DaemonOptions {
 
 // FailedPrecondition naming the filesystem if `path` is on NFS or Lustre,
 // whose lock semantics the local lock directory cannot rely on.
-absl::Status CheckLocalFilesystem(const std::string& path);
+absl::Status CheckLocalFilesystem(const std::string &path);
 
 // InvalidArgument unless `address` is a unix socket path, loopback TCP, or
 // (only with `tls`) any HOST:PORT.
-absl::Status ValidateAddress(const std::string& address, bool tls = false);
+absl::Status ValidateAddress(const std::string &address, bool tls = false);
 
 class Daemon {
- public:
+public:
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options);
   ~Daemon();
 
@@ -103,12 +104,12 @@ class Daemon {
 
   void Shutdown();
 
- private:
+private:
   struct Parts;
   explicit Daemon(std::unique_ptr<Parts> parts);
   std::unique_ptr<Parts> parts_;
 };
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_DAEMON_SERVICE_DAEMON_H_
+#endif // NEFFD_DAEMON_SERVICE_DAEMON_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 
 namespace neffd {
 

@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/store/entry_id.h"
+#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
 
 namespace neffd {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
 

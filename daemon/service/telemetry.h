@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/store/entry_id.h"
+#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
 
 namespace neffd {

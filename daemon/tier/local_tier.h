@@ -41,7 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/store/entry_id.h"
+#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
 
 namespace neffd {

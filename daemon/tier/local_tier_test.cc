@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/file_util.h"
+#include "store/digest.h"
+#include "store/file_util.h"
 #include "gtest/gtest.h"
 
 namespace neffd {

@@ -17,7 +17,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"

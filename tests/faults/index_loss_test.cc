@@ -2,7 +2,7 @@
 // in it is overwritten with garbage, while the daemon is down. The daemon
 // starts, says so in one line when it had to move a damaged index aside,
 // and serves every entry it served before (the index is a cache of the
-// store, DESIGN.md §5).
+// store, docs/ARCHITECTURE.md, "On-disk layout").
 #include <signal.h>
 #include <unistd.h>
 

@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 #include "grpcpp/client_context.h"
 #include "tests/harness/process.h"
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "absl/strings/string_view.h"
-#include "daemon/store/done_record.h"
+#include "store/done_record.h"
 #include "google/protobuf/util/message_differencer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

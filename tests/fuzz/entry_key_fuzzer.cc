@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "daemon/store/entry_id.h"
+#include "store/entry_id.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view text(reinterpret_cast<const char*>(data), size);

@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 

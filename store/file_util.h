@@ -1,4 +1,4 @@
-// daemon/store/file_util.h
+// store/file_util.h
 //
 // Small POSIX helpers shared by the store, the lock table and the client's
 // fallback mode: errno → absl::Status mapping (ENOSPC/EDQUOT become
@@ -7,8 +7,8 @@
 // fsync, rename, fsync of the directory).
 //
 // All functions are thread-safe.
-#ifndef NEFFD_DAEMON_STORE_FILE_UTIL_H_
-#define NEFFD_DAEMON_STORE_FILE_UTIL_H_
+#ifndef NEFFD_STORE_FILE_UTIL_H_
+#define NEFFD_STORE_FILE_UTIL_H_
 
 #include <string>
 
@@ -23,13 +23,13 @@ absl::Status ErrnoStatus(int err, absl::string_view context);
 
 // Owns a file descriptor; closes it on destruction.
 class UniqueFd {
- public:
+public:
   UniqueFd() = default;
   explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
+  UniqueFd(UniqueFd &&other) noexcept : fd_(other.release()) {}
+  UniqueFd &operator=(UniqueFd &&other) noexcept;
+  UniqueFd(const UniqueFd &) = delete;
+  UniqueFd &operator=(const UniqueFd &) = delete;
   ~UniqueFd();
 
   int get() const { return fd_; }
@@ -40,14 +40,14 @@ class UniqueFd {
     return fd;
   }
 
- private:
+private:
   int fd_ = -1;
 };
 
 absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what);
 
 // mkdir -p with `mode` for the directories it creates.
-absl::Status MakeDirs(const std::string& path, int mode = 0755);
+absl::Status MakeDirs(const std::string &path, int mode = 0755);
 
 // A name no other process or host will pick: ".{base}.tmp.{host}.{pid}.{rand}".
 std::string UniqueTempName(absl::string_view base, absl::string_view host);
@@ -58,16 +58,16 @@ std::string UniqueTempName(absl::string_view base, absl::string_view host);
 // still atomic for readers and across a crash of the process, but after a
 // power loss the file may be missing or empty — only for files whose loss
 // or damage readers detect and survive (a marker they validate).
-absl::Status WriteFileAtomically(const std::string& dir, absl::string_view name,
+absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
                                  absl::string_view data, absl::string_view host,
                                  bool durable = true);
 
-absl::Status FsyncDir(const std::string& dir);
+absl::Status FsyncDir(const std::string &dir);
 
 // The whole content of a regular file (not following a final symlink).
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes);
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_DAEMON_STORE_FILE_UTIL_H_
+#endif // NEFFD_STORE_FILE_UTIL_H_

@@ -1,4 +1,4 @@
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 #include "gtest/gtest.h"
 
 namespace neffd {
@@ -18,20 +18,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string FreshDir(const std::string& name) {
+std::string FreshDir(const std::string &name) {
   std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
-std::string ReadAll(const std::string& path) {
+std::string ReadAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 class StoreTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     root_ = FreshDir(
         ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -43,8 +43,8 @@ class StoreTest : public ::testing::Test {
     store_ = *Store::Open(options);
   }
 
-  absl::StatusOr<PublishResult> Put(const EntryKey& id,
-                                    const std::string& bytes) {
+  absl::StatusOr<PublishResult> Put(const EntryKey &id,
+                                    const std::string &bytes) {
     return store_->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 7}, {});
   }
 
@@ -59,7 +59,7 @@ TEST(EntryKeyTest, RejectsEveryUnsafeTokenAndNamesTheField) {
     std::string ns, version, key, field;
   };
   const std::string long_key(129, 'a');
-  for (const Case& c : std::vector<Case>{
+  for (const Case &c : std::vector<Case>{
            {"neff", "1", "", "id.key"},
            {"neff", "1", "a/b", "id.key"},
            {"neff", "1", "..", "id.key"},
@@ -181,13 +181,14 @@ TEST_F(StoreTest, OldArtifactWithoutDoneIsQuarantinedUnlessLeased) {
   std::ofstream(store_->ArtifactPath(id_)) << "interrupted";
   std::ofstream(store_->EntryDir(id_) + "/" + kLeaseFileName) << "h 1 l 0";
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
-  EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_)));  // a lease guards it
+  EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_))); // a lease guards it
   fs::remove(store_->EntryDir(id_) + "/" + kLeaseFileName);
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
   EXPECT_FALSE(fs::exists(store_->ArtifactPath(id_)));
   int reasons = 0;
-  for (const auto& f : fs::directory_iterator(root_ + "/quarantine")) {
-    if (f.path().extension() == ".reason") ++reasons;
+  for (const auto &f : fs::directory_iterator(root_ + "/quarantine")) {
+    if (f.path().extension() == ".reason")
+      ++reasons;
   }
   EXPECT_EQ(reasons, 1);
 }
@@ -202,7 +203,7 @@ TEST_F(StoreTest, LegacyEmptyDoneMarkerIsServed) {
 }
 
 TEST_F(StoreTest, FailureIsServedUntilItsRetryAfter) {
-  now_ = absl::Now();  // failures age by the log file's mtime
+  now_ = absl::Now(); // failures age by the log file's mtime
   absl::StatusOr<v1::Failure> recorded =
       store_->RecordFailure(id_, "error: bad op");
   ASSERT_TRUE(recorded.ok()) << recorded.status();
@@ -217,5 +218,5 @@ TEST_F(StoreTest, FailureIsServedUntilItsRetryAfter) {
   EXPECT_FALSE(store_->FindFailure(id_).has_value());
 }
 
-}  // namespace
-}  // namespace neffd
+} // namespace
+} // namespace neffd

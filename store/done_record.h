@@ -1,4 +1,4 @@
-// daemon/store/done_record.h
+// store/done_record.h
 //
 // model.done holds an entry's DoneRecord (size, sha256, producer, time) as
 // JSON with the proto field names. The file is read from the shared store,
@@ -11,14 +11,14 @@
 // before parsing (it is not a JSON object).
 //
 // Thread-safe.
-#ifndef NEFFD_DAEMON_STORE_DONE_RECORD_H_
-#define NEFFD_DAEMON_STORE_DONE_RECORD_H_
+#ifndef NEFFD_STORE_DONE_RECORD_H_
+#define NEFFD_STORE_DONE_RECORD_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/neffd/v1/neffd.pb.h"
+#include "proto/neffd/v1/records.pb.h"
 
 namespace neffd {
 
@@ -26,8 +26,8 @@ namespace neffd {
 absl::StatusOr<v1::DoneRecord> ParseDoneRecord(absl::string_view text);
 
 // The JSON that ParseDoneRecord reads back to `done`.
-absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord& done);
+absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord &done);
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_DAEMON_STORE_DONE_RECORD_H_
+#endif // NEFFD_STORE_DONE_RECORD_H_

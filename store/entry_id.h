@@ -1,22 +1,22 @@
-// daemon/store/entry_id.h
+// store/entry_id.h
 //
 // EntryKey names one cache entry: (namespace, compiler_version, key). It is
 // the only way a client-supplied string becomes part of a path, so it is built
-// only by Parse(), which enforces DESIGN.md §5: the namespace is "neff" or
-// "hlo"; the compiler version and key are 1..128 characters of
-// [A-Za-z0-9_+.-] and never "." or "..". A parsed EntryKey is therefore safe
-// to join under a cache root.
+// only by Parse(), which enforces the layout of docs/ARCHITECTURE.md, "On-disk
+// layout": the namespace is "neff" or "hlo"; the compiler version and key
+// are 1..128 characters of [A-Za-z0-9_+.-] and never "." or "..". A parsed
+// EntryKey is therefore safe to join under a cache root.
 //
 // Thread-compatible value type.
-#ifndef NEFFD_DAEMON_STORE_ENTRY_ID_H_
-#define NEFFD_DAEMON_STORE_ENTRY_ID_H_
+#ifndef NEFFD_STORE_ENTRY_ID_H_
+#define NEFFD_STORE_ENTRY_ID_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/neffd/v1/neffd.pb.h"
+#include "proto/neffd/v1/records.pb.h"
 
 namespace neffd {
 
@@ -29,10 +29,10 @@ absl::string_view NamespaceName(Namespace ns);
 absl::Status ValidateToken(absl::string_view field, absl::string_view value);
 
 class EntryKey {
- public:
+public:
   // Validates every field of `id`; the error names the offending field
   // (e.g. "id.key: contains '/'").
-  static absl::StatusOr<EntryKey> Parse(const v1::EntryId& id);
+  static absl::StatusOr<EntryKey> Parse(const v1::EntryId &id);
   static absl::StatusOr<EntryKey> Parse(absl::string_view ns,
                                         absl::string_view compiler_version,
                                         absl::string_view key);
@@ -41,8 +41,8 @@ class EntryKey {
   static absl::StatusOr<EntryKey> FromCanonical(absl::string_view canonical);
 
   Namespace ns() const { return ns_; }
-  const std::string& compiler_version() const { return compiler_version_; }
-  const std::string& key() const { return key_; }
+  const std::string &compiler_version() const { return compiler_version_; }
+  const std::string &key() const { return key_; }
 
   // "neuronxcc-{version}/MODULE_{key}": the entry's directory under its root.
   std::string RelativeDir() const;
@@ -51,12 +51,12 @@ class EntryKey {
   std::string Canonical() const;
   v1::EntryId ToProto() const;
 
-  friend bool operator==(const EntryKey& a, const EntryKey& b) {
+  friend bool operator==(const EntryKey &a, const EntryKey &b) {
     return a.ns_ == b.ns_ && a.compiler_version_ == b.compiler_version_ &&
            a.key_ == b.key_;
   }
 
- private:
+private:
   EntryKey(Namespace ns, std::string version, std::string key)
       : ns_(ns), compiler_version_(std::move(version)), key_(std::move(key)) {}
 
@@ -65,6 +65,6 @@ class EntryKey {
   std::string key_;
 };
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_DAEMON_STORE_ENTRY_ID_H_
+#endif // NEFFD_STORE_ENTRY_ID_H_

@@ -1,4 +1,4 @@
-#include "daemon/store/digest.h"
+#include "store/digest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,12 +11,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 
 namespace neffd {
 
 struct Sha256::Ctx {
-  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
   ~Ctx() { EVP_MD_CTX_free(md); }
 };
 
@@ -26,7 +26,7 @@ Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {
 
 Sha256::~Sha256() = default;
 
-void Sha256::Update(const void* data, size_t size) {
+void Sha256::Update(const void *data, size_t size) {
   EVP_DigestUpdate(ctx_->md, data, size);
 }
 
@@ -35,7 +35,7 @@ std::string Sha256::HexDigest() {
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx_->md, md, &len);
   return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(md), len));
+      absl::string_view(reinterpret_cast<const char *>(md), len));
 }
 
 std::string Sha256Hex(absl::string_view data) {
@@ -45,9 +45,11 @@ std::string Sha256Hex(absl::string_view data) {
 }
 
 bool IsSha256Hex(absl::string_view hex) {
-  if (hex.size() != 64) return false;
+  if (hex.size() != 64)
+    return false;
   for (char c : hex) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
   }
   return true;
 }
@@ -61,10 +63,11 @@ constexpr size_t kChunk = 1 << 20;
 constexpr off_t kWindow = 8 << 20;
 
 // Reads one chunk, retrying EINTR; 0 at EOF.
-absl::StatusOr<size_t> ReadChunk(int fd, char* buf, absl::string_view what) {
+absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
   for (;;) {
     ssize_t n = read(fd, buf, kChunk);
-    if (n >= 0) return static_cast<size_t>(n);
+    if (n >= 0)
+      return static_cast<size_t>(n);
     if (errno != EINTR)
       return ErrnoStatus(errno, absl::StrCat("reading ", what));
   }
@@ -74,21 +77,24 @@ absl::StatusOr<size_t> ReadChunk(int fd, char* buf, absl::string_view what) {
 // through a ring of kSlots buffers; each buffer is hashed and written from
 // the same bytes, so what was hashed is what was written.
 class WritePipeline {
- public:
+public:
   static constexpr int kSlots = 4;
 
   WritePipeline(int out_fd, absl::string_view what)
       : out_fd_(out_fd), what_(what), buffers_(kSlots) {
-    for (auto& b : buffers_) b.resize(kChunk);
+    for (auto &b : buffers_)
+      b.resize(kChunk);
     writer_ = std::thread([this] { WriteLoop(); });
   }
   ~WritePipeline() { (void)Close(); }
 
   // A free buffer to read into, or nullptr once the writer failed.
-  char* Acquire() {
+  char *Acquire() {
     absl::MutexLock lock(&mu_);
-    while (status_.ok() && filled_ - written_ >= kSlots) changed_.Wait(&mu_);
-    if (!status_.ok()) return nullptr;
+    while (status_.ok() && filled_ - written_ >= kSlots)
+      changed_.Wait(&mu_);
+    if (!status_.ok())
+      return nullptr;
     return buffers_[filled_ % kSlots].data();
   }
   // Queues the buffer from Acquire() holding `n` bytes.
@@ -105,21 +111,24 @@ class WritePipeline {
       closed_ = true;
       changed_.SignalAll();
     }
-    if (writer_.joinable()) writer_.join();
+    if (writer_.joinable())
+      writer_.join();
     absl::MutexLock lock(&mu_);
     return status_;
   }
 
- private:
+private:
   void WriteLoop() {
     uint64_t offset = 0;
     for (;;) {
       size_t n = 0;
-      const char* data = nullptr;
+      const char *data = nullptr;
       {
         absl::MutexLock lock(&mu_);
-        while (filled_ == written_ && !closed_) changed_.Wait(&mu_);
-        if (filled_ == written_) return;  // closed and drained
+        while (filled_ == written_ && !closed_)
+          changed_.Wait(&mu_);
+        if (filled_ == written_)
+          return; // closed and drained
         data = buffers_[written_ % kSlots].data();
         n = sizes_[written_ % kSlots];
       }
@@ -167,7 +176,7 @@ class WritePipeline {
   std::thread writer_;
 };
 
-}  // namespace
+} // namespace
 
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what) {
@@ -179,8 +188,10 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
     std::vector<char> buf(kChunk);
     for (;;) {
       absl::StatusOr<size_t> n = ReadChunk(in_fd, buf.data(), what);
-      if (!n.ok()) return n.status();
-      if (*n == 0) break;
+      if (!n.ok())
+        return n.status();
+      if (*n == 0)
+        break;
       hash.Update(buf.data(), *n);
       result.size += *n;
     }
@@ -192,19 +203,22 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
   // two threads' share of a busy machine).
   WritePipeline pipeline(out_fd, what);
   for (;;) {
-    char* buf = pipeline.Acquire();
-    if (buf == nullptr) break;  // the writer failed; Close() says why
+    char *buf = pipeline.Acquire();
+    if (buf == nullptr)
+      break; // the writer failed; Close() says why
     absl::StatusOr<size_t> n = ReadChunk(in_fd, buf, what);
     if (!n.ok()) {
       (void)pipeline.Close();
       return n.status();
     }
-    if (*n == 0) break;
+    if (*n == 0)
+      break;
     hash.Update(buf, *n);
     result.size += *n;
     pipeline.Submit(*n);
   }
-  if (absl::Status s = pipeline.Close(); !s.ok()) return s;
+  if (absl::Status s = pipeline.Close(); !s.ok())
+    return s;
   result.sha256 = hash.HexDigest();
   return result;
 }
@@ -220,8 +234,10 @@ absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
       copied += n;
       continue;
     }
-    if (n == 0) return copied;
-    if (errno == EINTR) continue;
+    if (n == 0)
+      return copied;
+    if (errno == EINTR)
+      continue;
     // Not between these two files (another filesystem type, a pipe, an old
     // kernel): copy through a buffer from where the kernel stopped.
     if (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
@@ -232,8 +248,9 @@ absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
   }
   // Rare enough that CopyAndHash's buffered copy, hash and all, will do.
   absl::StatusOr<CopyResult> rest = CopyAndHash(in_fd, out_fd, what);
-  if (!rest.ok()) return rest.status();
+  if (!rest.ok())
+    return rest.status();
   return copied + rest->size;
 }
 
-}  // namespace neffd
+} // namespace neffd

@@ -1,4 +1,4 @@
-#include "daemon/store/done_record.h"
+#include "store/done_record.h"
 
 #include "absl/status/status.h"
 #include "google/protobuf/util/json_util.h"
@@ -18,7 +18,7 @@ absl::StatusOr<v1::DoneRecord> ParseDoneRecord(absl::string_view text) {
   return done;
 }
 
-absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord& done) {
+absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord &done) {
   std::string json;
   google::protobuf::util::JsonPrintOptions print;
   print.preserve_proto_field_names = true;
@@ -28,4 +28,4 @@ absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord& done) {
   return json;
 }
 
-}  // namespace neffd
+} // namespace neffd

@@ -1,4 +1,4 @@
-// daemon/locks/liveness.h
+// store/liveness.h
 //
 // Liveness tells the LockTable whether the process holding a lease still
 // exists, so a holder that dies is replaced at once rather than after its TTL.
@@ -9,8 +9,8 @@
 // observable and fall back to the lease TTL.
 //
 // Implementations must be thread-safe.
-#ifndef NEFFD_DAEMON_LOCKS_LIVENESS_H_
-#define NEFFD_DAEMON_LOCKS_LIVENESS_H_
+#ifndef NEFFD_STORE_LIVENESS_H_
+#define NEFFD_STORE_LIVENESS_H_
 
 #include <cstdint>
 #include <memory>
@@ -26,11 +26,11 @@ struct HolderInfo {
 };
 
 class Liveness {
- public:
+public:
   virtual ~Liveness() = default;
   // A token for the holder's current process, or nullopt if not observable.
-  virtual std::optional<uint64_t> Observe(const HolderInfo& holder) = 0;
-  virtual bool IsAlive(const HolderInfo& holder, uint64_t token) = 0;
+  virtual std::optional<uint64_t> Observe(const HolderInfo &holder) = 0;
+  virtual bool IsAlive(const HolderInfo &holder, uint64_t token) = 0;
 };
 
 // Reads /proc/{pid}/stat for holders whose host is `local_host_id`.
@@ -41,6 +41,6 @@ std::unique_ptr<Liveness> NewProcLiveness(std::string local_host_id);
 // kill(pid, 0) still reports as running).
 bool ProcessIsGone(int64_t pid);
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_DAEMON_LOCKS_LIVENESS_H_
+#endif // NEFFD_STORE_LIVENESS_H_

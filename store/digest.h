@@ -1,4 +1,4 @@
-// daemon/store/digest.h
+// store/digest.h
 //
 // SHA-256 (OpenSSL EVP) in the form the cache uses everywhere: lowercase hex.
 // Sha256 hashes a stream incrementally; the free functions hash whole inputs.
@@ -7,8 +7,8 @@
 // for copies the daemon verifies anyway.
 //
 // Sha256 is thread-compatible; the functions are thread-safe.
-#ifndef NEFFD_DAEMON_STORE_DIGEST_H_
-#define NEFFD_DAEMON_STORE_DIGEST_H_
+#ifndef NEFFD_STORE_DIGEST_H_
+#define NEFFD_STORE_DIGEST_H_
 
 #include <cstdint>
 #include <memory>
@@ -20,17 +20,17 @@
 namespace neffd {
 
 class Sha256 {
- public:
+public:
   Sha256();
   ~Sha256();
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
+  Sha256(const Sha256 &) = delete;
+  Sha256 &operator=(const Sha256 &) = delete;
 
-  void Update(const void* data, size_t size);
+  void Update(const void *data, size_t size);
   // Lowercase hex; the object must not be used afterwards.
   std::string HexDigest();
 
- private:
+private:
   struct Ctx;
   std::unique_ptr<Ctx> ctx_;
 };
@@ -57,6 +57,6 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
 absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
                                           absl::string_view what);
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_DAEMON_STORE_DIGEST_H_
+#endif // NEFFD_STORE_DIGEST_H_

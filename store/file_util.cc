@@ -1,4 +1,4 @@
-#include "daemon/store/file_util.h"
+#include "store/file_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,42 +16,45 @@ namespace neffd {
 absl::Status ErrnoStatus(int err, absl::string_view context) {
   std::string message = absl::StrCat(context, ": ", strerror(err));
   switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EEXIST:
-      return absl::AlreadyExistsError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case ELOOP:
-    case ENOTDIR:
-    case EISDIR:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
+  case ENOENT:
+    return absl::NotFoundError(message);
+  case EEXIST:
+    return absl::AlreadyExistsError(message);
+  case ENOSPC:
+  case EDQUOT:
+    return absl::ResourceExhaustedError(message);
+  case EACCES:
+  case EPERM:
+    return absl::PermissionDeniedError(message);
+  case ELOOP:
+  case ENOTDIR:
+  case EISDIR:
+    return absl::FailedPreconditionError(message);
+  default:
+    return absl::InternalError(message);
   }
 }
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+UniqueFd &UniqueFd::operator=(UniqueFd &&other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) close(fd_);
+    if (fd_ >= 0)
+      close(fd_);
     fd_ = other.release();
   }
   return *this;
 }
 
 UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) close(fd_);
+  if (fd_ >= 0)
+    close(fd_);
 }
 
 absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what) {
   while (!data.empty()) {
     ssize_t n = write(fd, data.data(), data.size());
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       return ErrnoStatus(errno, absl::StrCat("writing ", what));
     }
     data.remove_prefix(n);
@@ -59,10 +62,12 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what) {
   return absl::OkStatus();
 }
 
-absl::Status MakeDirs(const std::string& path, int mode) {
-  if (path.empty()) return absl::InvalidArgumentError("empty directory path");
+absl::Status MakeDirs(const std::string &path, int mode) {
+  if (path.empty())
+    return absl::InvalidArgumentError("empty directory path");
   for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
+    if (pos != path.size() && path[pos] != '/')
+      continue;
     std::string prefix = path.substr(0, pos);
     if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
       return ErrnoStatus(errno, absl::StrCat("creating directory ", prefix));
@@ -84,22 +89,24 @@ std::string UniqueTempName(absl::string_view base, absl::string_view host) {
   return absl::StrFormat(".%s.tmp.%s.%d.%016x", base, host, getpid(), rng());
 }
 
-absl::Status FsyncDir(const std::string& dir) {
+absl::Status FsyncDir(const std::string &dir) {
   UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", dir));
+  if (!fd.valid())
+    return ErrnoStatus(errno, absl::StrCat("opening ", dir));
   if (fsync(fd.get()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("fsync ", dir));
   }
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& dir, absl::string_view name,
+absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
                                  absl::string_view data, absl::string_view host,
                                  bool durable) {
   std::string tmp = absl::StrCat(dir, "/", UniqueTempName(name, host));
   UniqueFd fd(open(tmp.c_str(),
                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
+  if (!fd.valid())
+    return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
   absl::Status status = WriteAll(fd.get(), data, tmp);
   if (status.ok() && durable && fsync(fd.get()) != 0) {
     status = ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
@@ -115,19 +122,22 @@ absl::Status WriteFileAtomically(const std::string& dir, absl::string_view name,
   return durable ? FsyncDir(dir) : absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", path));
+  if (!fd.valid())
+    return ErrnoStatus(errno, absl::StrCat("opening ", path));
   std::string out;
   char buf[8192];
   for (;;) {
     ssize_t n = read(fd.get(), buf, sizeof(buf));
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       return ErrnoStatus(errno, absl::StrCat("reading ", path));
     }
-    if (n == 0) break;
+    if (n == 0)
+      break;
     out.append(buf, n);
     if (out.size() > max_bytes) {
       return absl::FailedPreconditionError(
@@ -137,4 +147,4 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
   return out;
 }
 
-}  // namespace neffd
+} // namespace neffd

@@ -1,8 +1,9 @@
-// daemon/store/store.h
+// store/store.h
 //
 // Store is one namespace's shared, content-addressed cache on a POSIX
 // directory that many hosts mount (FSx for Lustre in production). It owns the
-// on-disk layout (DESIGN.md §5), compatible with libneuronxla's cache:
+// on-disk layout (docs/ARCHITECTURE.md, "On-disk layout"), compatible with
+// libneuronxla's cache:
 //
 //   {root}/neuronxcc-{version}/MODULE_{key}/
 //       model.neff | model.hlo      the artifact (written first, by rename)
@@ -21,8 +22,8 @@
 //
 // Thread-safe. Keys reach paths only through a validated EntryKey. No method
 // waits for another process: waiting is the LockTable's job.
-#ifndef NEFFD_DAEMON_STORE_STORE_H_
-#define NEFFD_DAEMON_STORE_STORE_H_
+#ifndef NEFFD_STORE_STORE_H_
+#define NEFFD_STORE_STORE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -38,14 +39,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/store/entry_id.h"
-#include "proto/neffd/v1/neffd.pb.h"
+#include "proto/neffd/v1/records.pb.h"
+#include "store/entry_id.h"
+#include "store/events.h"
+#include "store/lock_paths.h"
 
 namespace neffd {
-
-// The cross-host lease file inside an entry directory (DESIGN.md §6); present
-// while some host compiles the entry.
-inline constexpr char kLeaseFileName[] = "model.hlo_module.pb.lock";
 
 struct StoreOptions {
   std::string root;
@@ -60,6 +59,8 @@ struct StoreOptions {
   // interrupted publish once it is this old; younger ones may still be in
   // flight.
   absl::Duration orphan_grace = absl::Seconds(60);
+  // Where damage found (an entry quarantined) is reported.
+  EventSink on_event = StderrEventSink;
 };
 
 // What identifies one version of a file: a change in any field means the
@@ -70,7 +71,7 @@ struct FileIdentity {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
-  friend bool operator==(const FileIdentity& a, const FileIdentity& b) {
+  friend bool operator==(const FileIdentity &a, const FileIdentity &b) {
     return a.inode == b.inode && a.size == b.size && a.mtime_ns == b.mtime_ns &&
            a.ctime_ns == b.ctime_ns;
   }
@@ -78,7 +79,7 @@ struct FileIdentity {
 
 struct StoredEntry {
   v1::Entry entry;
-  FileIdentity identity;  // of the artifact, as verified
+  FileIdentity identity; // of the artifact, as verified
 };
 
 struct Producer {
@@ -88,7 +89,7 @@ struct Producer {
 
 // What an entry directory holds, from one listing (import, gc, operators).
 struct EntryState {
-  bool exists = false;  // the directory
+  bool exists = false; // the directory
   bool has_artifact = false;
   uint64_t artifact_size = 0;
   absl::Time artifact_mtime;
@@ -98,7 +99,7 @@ struct EntryState {
   // libneuronxla's compile inputs (model.hlo.pb, compile_flags.txt) beside
   // an artifact mark an entry from before model.done existed.
   bool legacy_inputs = false;
-  std::vector<std::pair<std::string, absl::Time>> lock_files;  // *.lock
+  std::vector<std::pair<std::string, absl::Time>> lock_files; // *.lock
 };
 
 struct PublishResult {
@@ -107,29 +108,29 @@ struct PublishResult {
 };
 
 class Store {
- public:
+public:
   // Opens `options.root`, creating it if needed. Fails with a message naming
   // the path if it is not a writable directory.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(
-      const StoreOptions& options);
+  static absl::StatusOr<std::unique_ptr<Store>>
+  Open(const StoreOptions &options);
 
-  const std::string& root() const { return options_.root; }
+  const std::string &root() const { return options_.root; }
   // Metadata operations (open, stat, rename, mkdir, unlink, fsync of a
   // directory) this process has made on the store so far.
   uint64_t metadata_ops() const { return metadata_ops_; }
   // Entries this process moved to quarantine/ (damage found).
   uint64_t quarantined() const { return quarantined_; }
   Namespace ns() const { return options_.ns; }
-  std::string EntryDir(const EntryKey& id) const;
-  std::string ArtifactPath(const EntryKey& id) const;
+  std::string EntryDir(const EntryKey &id) const;
+  std::string ArtifactPath(const EntryKey &id) const;
 
   // The hit path: true if model.done exists and the artifact still has the
   // identity that was verified. Two stats, no reads.
-  bool StillValid(const EntryKey& id, const FileIdentity& verified) const;
+  bool StillValid(const EntryKey &id, const FileIdentity &verified) const;
 
   // True if model.done exists: someone finished a publish (not a check of
   // the entry: Find does that). One stat.
-  bool HasDoneRecord(const EntryKey& id) const;
+  bool HasDoneRecord(const EntryKey &id) const;
 
   // What Find does with an entry it finds damaged.
   enum class OnDamage {
@@ -144,7 +145,7 @@ class Store {
   // Full check of the entry on disk (reads model.done, hashes the artifact).
   // NotFound if there is no complete entry; damaged entries as `on_damage`
   // says. Other errors are I/O failures.
-  absl::StatusOr<StoredEntry> Find(const EntryKey& id,
+  absl::StatusOr<StoredEntry> Find(const EntryKey &id,
                                    OnDamage on_damage = OnDamage::kQuarantine);
 
   // Installs the content read from `fd` (from its current offset) under `id`
@@ -164,67 +165,69 @@ class Store {
   // and `sha256` and will become the entry (no other entry was there), but
   // before it is durable: the caller may hand its own copy of the bytes to
   // readers on this host without waiting for the shared filesystem.
-  absl::StatusOr<PublishResult> PublishFromFd(
-      const EntryKey& id, int fd, uint64_t size, const std::string& sha256,
-      const Producer& producer, const std::map<std::string, std::string>& md,
-      const std::function<void()>& verified = nullptr);
-  absl::StatusOr<PublishResult> PublishBytes(
-      const EntryKey& id, absl::string_view bytes, const std::string& sha256,
-      const Producer& producer, const std::map<std::string, std::string>& md);
+  absl::StatusOr<PublishResult>
+  PublishFromFd(const EntryKey &id, int fd, uint64_t size,
+                const std::string &sha256, const Producer &producer,
+                const std::map<std::string, std::string> &md,
+                const std::function<void()> &verified = nullptr);
+  absl::StatusOr<PublishResult>
+  PublishBytes(const EntryKey &id, absl::string_view bytes,
+               const std::string &sha256, const Producer &producer,
+               const std::map<std::string, std::string> &md);
 
   // Records a deterministic compile failure (model.log) for failed_ttl and
   // returns it as callers will see it.
-  absl::StatusOr<v1::Failure> RecordFailure(const EntryKey& id,
+  absl::StatusOr<v1::Failure> RecordFailure(const EntryKey &id,
                                             absl::string_view log);
   // The failure in force for `id`, if any.
-  std::optional<v1::Failure> FindFailure(const EntryKey& id) const;
+  std::optional<v1::Failure> FindFailure(const EntryKey &id) const;
 
   // Moves the entry's directory to {root}/quarantine/ with a reason file and
   // returns the new location.
-  absl::StatusOr<std::string> Quarantine(const EntryKey& id,
+  absl::StatusOr<std::string> Quarantine(const EntryKey &id,
                                          absl::string_view reason);
 
   // --- Maintenance (store_maintenance.cc) ---
 
   // Calls `visit` for every neuronxcc-*/MODULE_* directory whose names are
   // valid; stops early when `visit` returns false.
-  absl::Status ForEachEntry(
-      const std::function<bool(const EntryKey&)>& visit) const;
-  EntryState Inspect(const EntryKey& id) const;
+  absl::Status
+  ForEachEntry(const std::function<bool(const EntryKey &)> &visit) const;
+  EntryState Inspect(const EntryKey &id) const;
   // Renames the entry's directory into {root}/.trash, then deletes it: a
   // reader that already opened a file keeps reading it. NotFound if absent.
-  absl::Status Remove(const EntryKey& id);
+  absl::Status Remove(const EntryKey &id);
   // Breaks one lock file of the entry (rename, then unlink).
-  absl::Status RemoveLockFile(const EntryKey& id, const std::string& name);
+  absl::Status RemoveLockFile(const EntryKey &id, const std::string &name);
   // The shared filesystem's clock: the mtime of a file just touched here.
   absl::StatusOr<absl::Time> FilesystemNow() const;
   // Writes model.done for a legacy entry (artifact and compile inputs, no
   // marker) from the artifact's own size and digest.
-  absl::StatusOr<StoredEntry> AdoptLegacy(const EntryKey& id);
+  absl::StatusOr<StoredEntry> AdoptLegacy(const EntryKey &id);
 
- private:
+private:
   explicit Store(StoreOptions options) : options_(std::move(options)) {}
 
   absl::string_view ArtifactName() const;
   // Common tail of both publish paths: `write` fills the temp file and
   // returns what it wrote.
   absl::StatusOr<PublishResult> Publish(
-      const EntryKey& id, uint64_t size, const std::string& sha256,
-      const Producer& producer, const std::map<std::string, std::string>& md,
+      const EntryKey &id, uint64_t size, const std::string &sha256,
+      const Producer &producer, const std::map<std::string, std::string> &md,
       const std::function<
-          absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)>& write,
-      const std::function<void()>& verified);
+          absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)> &write,
+      const std::function<void()> &verified);
 
-  absl::Status WriteDone(const EntryKey& id, const v1::DoneRecord& done);
+  absl::Status WriteDone(const EntryKey &id, const v1::DoneRecord &done);
   // Find's answer for a damaged entry (see OnDamage).
-  absl::Status Damaged(const EntryKey& id, absl::string_view reason,
+  absl::Status Damaged(const EntryKey &id, absl::string_view reason,
                        OnDamage on_damage);
 
   // A fresh, unique place under {root}/quarantine/ for a damaged `id`.
-  std::string QuarantineTarget(const EntryKey& id) const;
+  std::string QuarantineTarget(const EntryKey &id) const;
   // Moves an artifact that has no model.done aside, if it is not a publish
   // in flight (lease file present, or younger than `grace`).
-  void QuarantineOrphan(const EntryKey& id, absl::Duration grace);
+  void QuarantineOrphan(const EntryKey &id, absl::Duration grace);
   void CountOps(int n) const { metadata_ops_ += n; }
 
   StoreOptions options_;
@@ -232,6 +235,6 @@ class Store {
   mutable std::atomic<uint64_t> quarantined_{0};
 };
 
-}  // namespace neffd
+} // namespace neffd
 
-#endif  // NEFFD_DAEMON_STORE_STORE_H_
+#endif // NEFFD_STORE_STORE_H_

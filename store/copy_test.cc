@@ -8,14 +8,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/store/digest.h"
-#include "daemon/store/file_util.h"
+#include "store/digest.h"
+#include "store/file_util.h"
 #include "gtest/gtest.h"
 
 namespace neffd {
 namespace {
 
-std::string Scratch(const std::string& name) {
+std::string Scratch(const std::string &name) {
   const std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -24,11 +24,12 @@ std::string Scratch(const std::string& name) {
 
 std::string Pattern(size_t size) {
   std::string bytes(size, '\0');
-  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(i * 7 + 3);
+  for (size_t i = 0; i < size; ++i)
+    bytes[i] = static_cast<char>(i * 7 + 3);
   return bytes;
 }
 
-std::string ReadAll(const std::string& path) {
+std::string ReadAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -81,5 +82,5 @@ TEST(CopyFileContentsTest, AnUnwritableTargetIsAnError) {
       << copied.status();
 }
 
-}  // namespace
-}  // namespace neffd
+} // namespace
+} // namespace neffd
