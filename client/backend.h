@@ -3,7 +3,7 @@
 // The get-or-compile protocol (Lookup, Lock, then Publish or give the lease
 // back) has two implementations: DaemonBackend speaks to neffd over gRPC;
 // FilesystemBackend runs it directly on the cache directories (fallback mode:
-// flock on the daemon's lock files, atomic publish through daemon/store's
+// flock on the daemon's lock files, atomic publish through store/'s
 // Store). CacheClient drives either one the same way.
 //
 // Status conventions, for every method of both:

@@ -25,7 +25,7 @@
 //    error of its own) the same protocol runs directly on the filesystem:
 //    flock on the daemon's lock files under
 //    {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks, atomic publish into the same
-//    layout through daemon/store's Store. One warning per process. Every call
+//    layout through store/'s Store. One warning per process. Every call
 //    tries the daemon first, so a daemon that comes back is used again. A
 //    daemon that dies during a compile costs at most that compile: the
 //    finished output waits in the working directory and is published by
