@@ -1,8 +1,8 @@
 // allocator/rounding.h
 //
-// How a request of `s` bytes is rounded and placed (docs/ARCHITECTURE.md, "Allocator"). Let
-// m = kMinRoundedSize and N = kRoundupPower2Divisions taken down to a power of
-// two.
+// How a request of `s` bytes is rounded and placed (docs/ARCHITECTURE.md,
+// "Allocator"). Let m = kMinRoundedSize and N = kRoundupPower2Divisions taken
+// down to a power of two.
 //
 //   s == 0                     -> 0: an empty allocation, the pool is untouched
 //   s <  kMediumThreshold:

@@ -1,10 +1,10 @@
 // allocator/segment_pool.h
 //
 // NeuronSegmentPool is the per-device caching allocator of the Neuron client
-// library (docs/ARCHITECTURE.md, "Allocator"), modelled on PyTorch's CUDACachingAllocator. It
-// carves blocks out of segments obtained from a SegmentProvider and keeps
-// freed blocks cached for reuse, so a training step that repeats its
-// allocations stops calling the provider after the first step.
+// library (docs/ARCHITECTURE.md, "Allocator"), modelled on PyTorch's
+// CUDACachingAllocator. It carves blocks out of segments obtained from a
+// SegmentProvider and keeps freed blocks cached for reuse, so a training step
+// that repeats its allocations stops calling the provider after the first step.
 //
 // Contract:
 //  * Rounding. A request of s bytes becomes a block of RoundSize(s) bytes

@@ -25,9 +25,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
-#include "store/digest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "store/digest.h"
 #include "tests/harness/process.h"
 
 ABSL_FLAG(int, mib, 256, "artifact size in MiB");

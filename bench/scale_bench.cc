@@ -36,9 +36,9 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "daemon/index/index.h"
-#include "store/digest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "store/digest.h"
 #include "tests/harness/process.h"
 
 ABSL_FLAG(std::string, sizes, "1000,10000,100000,1000000",

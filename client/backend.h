@@ -23,9 +23,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "proto/neffd/v1/neffd.pb.h"
 #include "store/digest.h"
 #include "store/entry_id.h"
-#include "proto/neffd/v1/neffd.pb.h"
 
 namespace neffd {
 

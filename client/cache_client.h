@@ -71,7 +71,7 @@ namespace neffd {
 
 namespace v1 {
 class LookupResponse;
-} // namespace v1
+}  // namespace v1
 
 class Backend;
 class EntryKey;
@@ -83,23 +83,23 @@ struct CacheClientOptions {
   // Reads every setting from `env` (see the field comments).
   static CacheClientOptions FromEnv(const config::EnvSnapshot &env);
 
-  std::string address;        // "" = NEFFD_ADDRESS / default socket
-  bool use_daemon = true;     // false: always the filesystem (tests, tools)
-  std::string neff_cache_dir; // TORCH_NEURONX_NEFF_CACHE_DIR
-  std::string hlo_cache_dir;  // TORCH_NEURONX_HLO_CACHE_DIR
-  std::string local_dir;      // TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR
-  std::string debug_dir;      // TORCH_NEURONX_DEBUG_DIR
-  bool neff_cache_disabled = false; // TORCH_NEURONX_NEFF_DISABLE_CACHE
-  bool hlo_cache_enabled = true;    // TORCH_NEURONX_HLO_CACHE
-  bool key_from_hlo = true;         // TORCH_NEURONX_NEFF_KEY_FROM_HLO
-  bool preserve_artifacts = false;  // ..._PRESERVE_COMPILATION_ARTIFACTS
-  bool compile_only = false;        // TORCH_NEURONX_COMPILE_ONLY
-  std::string platform_target;      // NEURON_PLATFORM_TARGET_OVERRIDE
-  absl::Duration lock_timeout = absl::Seconds(1200); // ..._LOCK_TIMEOUT
-  std::vector<std::string> metric_tables; // ..._ENABLED_METRIC_TABLES
-  std::string metrics_dir = "/tmp";       // TORCH_NEURONX_METRICS_DIR
-  int64_t rank = 0;                       // RANK
-  std::string host;                       // "" = gethostname()
+  std::string address;         // "" = NEFFD_ADDRESS / default socket
+  bool use_daemon = true;      // false: always the filesystem (tests, tools)
+  std::string neff_cache_dir;  // TORCH_NEURONX_NEFF_CACHE_DIR
+  std::string hlo_cache_dir;   // TORCH_NEURONX_HLO_CACHE_DIR
+  std::string local_dir;       // TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR
+  std::string debug_dir;       // TORCH_NEURONX_DEBUG_DIR
+  bool neff_cache_disabled = false;  // TORCH_NEURONX_NEFF_DISABLE_CACHE
+  bool hlo_cache_enabled = true;     // TORCH_NEURONX_HLO_CACHE
+  bool key_from_hlo = true;          // TORCH_NEURONX_NEFF_KEY_FROM_HLO
+  bool preserve_artifacts = false;   // ..._PRESERVE_COMPILATION_ARTIFACTS
+  bool compile_only = false;         // TORCH_NEURONX_COMPILE_ONLY
+  std::string platform_target;       // NEURON_PLATFORM_TARGET_OVERRIDE
+  absl::Duration lock_timeout = absl::Seconds(1200);  // ..._LOCK_TIMEOUT
+  std::vector<std::string> metric_tables;  // ..._ENABLED_METRIC_TABLES
+  std::string metrics_dir = "/tmp";        // TORCH_NEURONX_METRICS_DIR
+  int64_t rank = 0;                        // RANK
+  std::string host;                        // "" = gethostname()
   // How long a failure recorded in fallback mode is in force (the daemon's
   // --failed_ttl default).
   absl::Duration failed_ttl = absl::Hours(1);
@@ -113,8 +113,8 @@ struct CompileJob {
   std::string ns;
   std::string compiler_version;
   std::string key;
-  std::string workdir;     // exists and is empty (or holds a failed run)
-  std::string output_path; // {workdir}/module.neff or module.hlo.pb
+  std::string workdir;      // exists and is empty (or holds a failed run)
+  std::string output_path;  // {workdir}/module.neff or module.hlo.pb
 };
 
 // What compile_fn reports.
@@ -144,34 +144,34 @@ using CompileFn = std::function<CompileResult(const CompileJob &)>;
 
 struct CacheResult {
   enum class Source {
-    kHit,      // in the cache when asked
-    kWaited,   // published by another compile while this rank waited
-    kCompiled, // compiled here and published
-    kUncached, // compiled here, not in the cache (disabled, or the lock
-               // stayed busy); the path is in the working directory
+    kHit,       // in the cache when asked
+    kWaited,    // published by another compile while this rank waited
+    kCompiled,  // compiled here and published
+    kUncached,  // compiled here, not in the cache (disabled, or the lock
+                // stayed busy); the path is in the working directory
   };
   std::string path;
   uint64_t size = 0;
   std::string sha256;
   Source source = Source::kHit;
-  bool fallback = false; // served without the daemon
+  bool fallback = false;  // served without the daemon
 };
 
 // A compile failure carried by an error status (code kAborted).
 struct CompileFailure {
   std::string log;
-  absl::Time retry_after = absl::InfinitePast(); // unknown if InfinitePast
-  std::string workdir; // where this rank compiled; empty for a waiter
+  absl::Time retry_after = absl::InfinitePast();  // unknown if InfinitePast
+  std::string workdir;  // where this rank compiled; empty for a waiter
 };
 bool IsCompileFailure(const absl::Status &status);
 std::optional<CompileFailure> GetCompileFailure(const absl::Status &status);
 
 class CacheClient {
-public:
+ public:
   // Settings from the process environment; `address` overrides
   // NEFFD_ADDRESS when non-empty. Prints the registry's warnings.
-  static std::unique_ptr<CacheClient>
-  FromEnvironment(const std::string &address = "");
+  static std::unique_ptr<CacheClient> FromEnvironment(
+      const std::string &address = "");
 
   explicit CacheClient(CacheClientOptions options);
   // Writes the metric tables one last time.
@@ -204,9 +204,9 @@ public:
   // The entry if it is cached, nullopt on a miss (or when that namespace's
   // cache is disabled), a CompileFailure error while a recorded failure is
   // in force.
-  absl::StatusOr<std::optional<CacheResult>>
-  Lookup(absl::string_view ns, absl::string_view compiler_version,
-         absl::string_view key);
+  absl::StatusOr<std::optional<CacheResult>> Lookup(
+      absl::string_view ns, absl::string_view compiler_version,
+      absl::string_view key);
 
   // Rows of the "allocator" metric table (e.g. a NeuronSegmentPool's
   // MemoryStatsToDict(pool->GetStats())).
@@ -216,7 +216,7 @@ public:
   // Writes the enabled metric tables now.
   absl::Status WriteMetrics();
 
-private:
+ private:
   struct Call;
 
   bool CacheEnabled(const EntryKey &id) const;
@@ -224,15 +224,14 @@ private:
   // Runs `op` on the daemon, or on the filesystem once the daemon has
   // failed during this call.
   template <typename T>
-  absl::StatusOr<T>
-  WithFallback(Call &call,
-               const std::function<absl::StatusOr<T>(Backend &)> &op);
+  absl::StatusOr<T> WithFallback(
+      Call &call, const std::function<absl::StatusOr<T>(Backend &)> &op);
   absl::StatusOr<v1::LookupResponse> LookupEntry(Call &call);
   // One pass of the protocol; nullopt when the lease was lost and the
   // caller should start over.
   absl::StatusOr<std::optional<CacheResult>> Attempt(Call &call);
-  absl::StatusOr<std::optional<CacheResult>>
-  CompileUnderLease(Call &call, std::unique_ptr<Lease> lease);
+  absl::StatusOr<std::optional<CacheResult>> CompileUnderLease(
+      Call &call, std::unique_ptr<Lease> lease);
   absl::StatusOr<CacheResult> CompileThenTryPublish(Call &call);
   absl::StatusOr<CacheResult> CompileUncached(Call &call,
                                               const std::string &why);
@@ -260,6 +259,6 @@ private:
   absl::Time last_metrics_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_CLIENT_CACHE_CLIENT_H_
+#endif  // NEFFD_CLIENT_CACHE_CLIENT_H_

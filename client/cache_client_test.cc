@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/file_lock.h"
 #include "client/workdir.h"
-#include "store/digest.h"
 #include "gtest/gtest.h"
+#include "store/digest.h"
 
 namespace neffd {
 namespace {

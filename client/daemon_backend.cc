@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
-#include "store/liveness.h"
-#include "store/file_util.h"
 #include "grpcpp/grpcpp.h"
+#include "store/file_util.h"
+#include "store/liveness.h"
 
 namespace neffd {
 namespace {

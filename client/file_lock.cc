@@ -20,15 +20,11 @@ absl::StatusOr<FileLock> FileLock::Acquire(UniqueFd fd, absl::Time deadline,
                                            const Clock &clock) {
   absl::Duration backoff = absl::Milliseconds(1);
   for (;;) {
-    if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0)
-      return FileLock(std::move(fd));
-    if (errno == EINTR)
-      continue;
-    if (errno != EWOULDBLOCK)
-      return ErrnoStatus(errno, "flock");
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return FileLock(std::move(fd));
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return ErrnoStatus(errno, "flock");
     const absl::Time now = clock.now();
-    if (now >= deadline)
-      return FileLock();
+    if (now >= deadline) return FileLock();
     clock.sleep(std::min(backoff, deadline - now));
     backoff = std::min(backoff * 2, absl::Milliseconds(50));
   }
@@ -38,9 +34,8 @@ absl::StatusOr<FileLock> LockEntry(const std::string &locks_dir,
                                    const EntryKey &id, absl::Time deadline,
                                    const Clock &clock) {
   absl::StatusOr<UniqueFd> fd = OpenLockFile(locks_dir, id);
-  if (!fd.ok())
-    return fd.status();
+  if (!fd.ok()) return fd.status();
   return FileLock::Acquire(*std::move(fd), deadline, clock);
 }
 
-} // namespace neffd
+}  // namespace neffd

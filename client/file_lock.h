@@ -35,7 +35,7 @@ struct Clock {
 Clock RealClock();
 
 class FileLock {
-public:
+ public:
   FileLock() = default;
   FileLock(FileLock &&) = default;
   FileLock &operator=(FileLock &&) = default;
@@ -51,7 +51,7 @@ public:
   static absl::StatusOr<FileLock> Acquire(UniqueFd fd, absl::Time deadline,
                                           const Clock &clock);
 
-private:
+ private:
   explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
   UniqueFd fd_;
 };
@@ -62,6 +62,6 @@ absl::StatusOr<FileLock> LockEntry(const std::string &locks_dir,
                                    const EntryKey &id, absl::Time deadline,
                                    const Clock &clock);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_CLIENT_FILE_LOCK_H_
+#endif  // NEFFD_CLIENT_FILE_LOCK_H_

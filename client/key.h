@@ -54,6 +54,6 @@ struct KeyInputs {
 absl::StatusOr<std::string> DeriveKey(const KeyInputs &inputs,
                                       bool key_from_hlo);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_CLIENT_KEY_H_
+#endif  // NEFFD_CLIENT_KEY_H_

@@ -31,9 +31,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/cache_client.h"
+#include "examples/fake_compiler.h"
 #include "store/digest.h"
 #include "store/file_util.h"
-#include "examples/fake_compiler.h"
 
 ABSL_FLAG(int, graphs, 16, "number of distinct graphs to ask for");
 ABSL_FLAG(int, compile_ms, 200, "fake compile time per graph");

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
-#include "gtest/gtest.h"
 
 namespace neffd {
 namespace {
@@ -24,8 +24,7 @@ std::string Scratch(const std::string &name) {
 
 std::string Pattern(size_t size) {
   std::string bytes(size, '\0');
-  for (size_t i = 0; i < size; ++i)
-    bytes[i] = static_cast<char>(i * 7 + 3);
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(i * 7 + 3);
   return bytes;
 }
 
@@ -82,5 +81,5 @@ TEST(CopyFileContentsTest, AnUnwritableTargetIsAnError) {
       << copied.status();
 }
 
-} // namespace
-} // namespace neffd
+}  // namespace
+}  // namespace neffd

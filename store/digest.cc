@@ -45,11 +45,9 @@ std::string Sha256Hex(absl::string_view data) {
 }
 
 bool IsSha256Hex(absl::string_view hex) {
-  if (hex.size() != 64)
-    return false;
+  if (hex.size() != 64) return false;
   for (char c : hex) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-      return false;
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
 }
@@ -66,8 +64,7 @@ constexpr off_t kWindow = 8 << 20;
 absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
   for (;;) {
     ssize_t n = read(fd, buf, kChunk);
-    if (n >= 0)
-      return static_cast<size_t>(n);
+    if (n >= 0) return static_cast<size_t>(n);
     if (errno != EINTR)
       return ErrnoStatus(errno, absl::StrCat("reading ", what));
   }
@@ -77,13 +74,12 @@ absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
 // through a ring of kSlots buffers; each buffer is hashed and written from
 // the same bytes, so what was hashed is what was written.
 class WritePipeline {
-public:
+ public:
   static constexpr int kSlots = 4;
 
   WritePipeline(int out_fd, absl::string_view what)
       : out_fd_(out_fd), what_(what), buffers_(kSlots) {
-    for (auto &b : buffers_)
-      b.resize(kChunk);
+    for (auto &b : buffers_) b.resize(kChunk);
     writer_ = std::thread([this] { WriteLoop(); });
   }
   ~WritePipeline() { (void)Close(); }
@@ -91,10 +87,8 @@ public:
   // A free buffer to read into, or nullptr once the writer failed.
   char *Acquire() {
     absl::MutexLock lock(&mu_);
-    while (status_.ok() && filled_ - written_ >= kSlots)
-      changed_.Wait(&mu_);
-    if (!status_.ok())
-      return nullptr;
+    while (status_.ok() && filled_ - written_ >= kSlots) changed_.Wait(&mu_);
+    if (!status_.ok()) return nullptr;
     return buffers_[filled_ % kSlots].data();
   }
   // Queues the buffer from Acquire() holding `n` bytes.
@@ -111,13 +105,12 @@ public:
       closed_ = true;
       changed_.SignalAll();
     }
-    if (writer_.joinable())
-      writer_.join();
+    if (writer_.joinable()) writer_.join();
     absl::MutexLock lock(&mu_);
     return status_;
   }
 
-private:
+ private:
   void WriteLoop() {
     uint64_t offset = 0;
     for (;;) {
@@ -125,10 +118,8 @@ private:
       const char *data = nullptr;
       {
         absl::MutexLock lock(&mu_);
-        while (filled_ == written_ && !closed_)
-          changed_.Wait(&mu_);
-        if (filled_ == written_)
-          return; // closed and drained
+        while (filled_ == written_ && !closed_) changed_.Wait(&mu_);
+        if (filled_ == written_) return;  // closed and drained
         data = buffers_[written_ % kSlots].data();
         n = sizes_[written_ % kSlots];
       }
@@ -176,7 +167,7 @@ private:
   std::thread writer_;
 };
 
-} // namespace
+}  // namespace
 
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what) {
@@ -188,10 +179,8 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
     std::vector<char> buf(kChunk);
     for (;;) {
       absl::StatusOr<size_t> n = ReadChunk(in_fd, buf.data(), what);
-      if (!n.ok())
-        return n.status();
-      if (*n == 0)
-        break;
+      if (!n.ok()) return n.status();
+      if (*n == 0) break;
       hash.Update(buf.data(), *n);
       result.size += *n;
     }
@@ -204,21 +193,18 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
   WritePipeline pipeline(out_fd, what);
   for (;;) {
     char *buf = pipeline.Acquire();
-    if (buf == nullptr)
-      break; // the writer failed; Close() says why
+    if (buf == nullptr) break;  // the writer failed; Close() says why
     absl::StatusOr<size_t> n = ReadChunk(in_fd, buf, what);
     if (!n.ok()) {
       (void)pipeline.Close();
       return n.status();
     }
-    if (*n == 0)
-      break;
+    if (*n == 0) break;
     hash.Update(buf, *n);
     result.size += *n;
     pipeline.Submit(*n);
   }
-  if (absl::Status s = pipeline.Close(); !s.ok())
-    return s;
+  if (absl::Status s = pipeline.Close(); !s.ok()) return s;
   result.sha256 = hash.HexDigest();
   return result;
 }
@@ -234,10 +220,8 @@ absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
       copied += n;
       continue;
     }
-    if (n == 0)
-      return copied;
-    if (errno == EINTR)
-      continue;
+    if (n == 0) return copied;
+    if (errno == EINTR) continue;
     // Not between these two files (another filesystem type, a pipe, an old
     // kernel): copy through a buffer from where the kernel stopped.
     if (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
@@ -248,9 +232,8 @@ absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
   }
   // Rare enough that CopyAndHash's buffered copy, hash and all, will do.
   absl::StatusOr<CopyResult> rest = CopyAndHash(in_fd, out_fd, what);
-  if (!rest.ok())
-    return rest.status();
+  if (!rest.ok()) return rest.status();
   return copied + rest->size;
 }
 
-} // namespace neffd
+}  // namespace neffd

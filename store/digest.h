@@ -20,7 +20,7 @@
 namespace neffd {
 
 class Sha256 {
-public:
+ public:
   Sha256();
   ~Sha256();
   Sha256(const Sha256 &) = delete;
@@ -30,7 +30,7 @@ public:
   // Lowercase hex; the object must not be used afterwards.
   std::string HexDigest();
 
-private:
+ private:
   struct Ctx;
   std::unique_ptr<Ctx> ctx_;
 };
@@ -57,6 +57,6 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
 absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
                                           absl::string_view what);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_STORE_DIGEST_H_
+#endif  // NEFFD_STORE_DIGEST_H_

@@ -28,4 +28,4 @@ absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord &done) {
   return json;
 }
 
-} // namespace neffd
+}  // namespace neffd

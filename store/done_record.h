@@ -28,6 +28,6 @@ absl::StatusOr<v1::DoneRecord> ParseDoneRecord(absl::string_view text);
 // The JSON that ParseDoneRecord reads back to `done`.
 absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord &done);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_STORE_DONE_RECORD_H_
+#endif  // NEFFD_STORE_DONE_RECORD_H_

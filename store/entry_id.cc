@@ -15,7 +15,7 @@ bool IsTokenChar(char c) {
          (c >= '0' && c <= '9') || c == '_' || c == '+' || c == '.' || c == '-';
 }
 
-} // namespace
+}  // namespace
 
 absl::string_view NamespaceName(Namespace ns) {
   return ns == Namespace::kNeff ? "neff" : "hlo";
@@ -35,8 +35,7 @@ absl::Status ValidateToken(absl::string_view field, absl::string_view value) {
         absl::StrCat(field, ": '", value, "' is not a valid name"));
   }
   for (char c : value) {
-    if (IsTokenChar(c))
-      continue;
+    if (IsTokenChar(c)) continue;
     std::string shown =
         (c == '\0')  ? "NUL"
         : (c == '/') ? "'/'"
@@ -66,8 +65,7 @@ absl::StatusOr<EntryKey> EntryKey::Parse(absl::string_view ns,
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateToken("id.key", key); !s.ok())
-    return s;
+  if (absl::Status s = ValidateToken("id.key", key); !s.ok()) return s;
   return EntryKey(parsed_ns, std::string(compiler_version), std::string(key));
 }
 
@@ -101,4 +99,4 @@ v1::EntryId EntryKey::ToProto() const {
   return id;
 }
 
-} // namespace neffd
+}  // namespace neffd

@@ -29,7 +29,7 @@ absl::string_view NamespaceName(Namespace ns);
 absl::Status ValidateToken(absl::string_view field, absl::string_view value);
 
 class EntryKey {
-public:
+ public:
   // Validates every field of `id`; the error names the offending field
   // (e.g. "id.key: contains '/'").
   static absl::StatusOr<EntryKey> Parse(const v1::EntryId &id);
@@ -56,7 +56,7 @@ public:
            a.key_ == b.key_;
   }
 
-private:
+ private:
   EntryKey(Namespace ns, std::string version, std::string key)
       : ns_(ns), compiler_version_(std::move(version)), key_(std::move(key)) {}
 
@@ -65,6 +65,6 @@ private:
   std::string key_;
 };
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_STORE_ENTRY_ID_H_
+#endif  // NEFFD_STORE_ENTRY_ID_H_

@@ -13,13 +13,13 @@ void StderrEventSink(const StoreEvent &event) {
   for (const auto &[key, value] : event.fields) {
     const bool quote = value.empty() || absl::StrContains(value, ' ') ||
                        absl::StrContains(value, '"');
-    absl::StrAppend(&line, " ", key, "=",
-                    quote ? absl::StrCat("\"", absl::CEscape(value), "\"")
-                          : value);
+    absl::StrAppend(
+        &line, " ", key, "=",
+        quote ? absl::StrCat("\"", absl::CEscape(value), "\"") : value);
   }
   line.push_back('\n');
   // One write: lines of concurrent threads never interleave.
   (void)!write(STDERR_FILENO, line.data(), line.size());
 }
 
-} // namespace neffd
+}  // namespace neffd

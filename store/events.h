@@ -21,7 +21,7 @@
 namespace neffd {
 
 struct StoreEvent {
-  std::string name; // e.g. "entry_quarantined"
+  std::string name;  // e.g. "entry_quarantined"
   std::vector<std::pair<std::string, std::string>> fields;
 };
 
@@ -31,6 +31,6 @@ using EventSink = std::function<void(const StoreEvent &)>;
 // sink of processes that inject none (ranks, neffctl).
 void StderrEventSink(const StoreEvent &event);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_STORE_EVENTS_H_
+#endif  // NEFFD_STORE_EVENTS_H_

@@ -16,45 +16,42 @@ namespace neffd {
 absl::Status ErrnoStatus(int err, absl::string_view context) {
   std::string message = absl::StrCat(context, ": ", strerror(err));
   switch (err) {
-  case ENOENT:
-    return absl::NotFoundError(message);
-  case EEXIST:
-    return absl::AlreadyExistsError(message);
-  case ENOSPC:
-  case EDQUOT:
-    return absl::ResourceExhaustedError(message);
-  case EACCES:
-  case EPERM:
-    return absl::PermissionDeniedError(message);
-  case ELOOP:
-  case ENOTDIR:
-  case EISDIR:
-    return absl::FailedPreconditionError(message);
-  default:
-    return absl::InternalError(message);
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EEXIST:
+      return absl::AlreadyExistsError(message);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case ELOOP:
+    case ENOTDIR:
+    case EISDIR:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::InternalError(message);
   }
 }
 
 UniqueFd &UniqueFd::operator=(UniqueFd &&other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0)
-      close(fd_);
+    if (fd_ >= 0) close(fd_);
     fd_ = other.release();
   }
   return *this;
 }
 
 UniqueFd::~UniqueFd() {
-  if (fd_ >= 0)
-    close(fd_);
+  if (fd_ >= 0) close(fd_);
 }
 
 absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what) {
   while (!data.empty()) {
     ssize_t n = write(fd, data.data(), data.size());
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       return ErrnoStatus(errno, absl::StrCat("writing ", what));
     }
     data.remove_prefix(n);
@@ -63,11 +60,9 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what) {
 }
 
 absl::Status MakeDirs(const std::string &path, int mode) {
-  if (path.empty())
-    return absl::InvalidArgumentError("empty directory path");
+  if (path.empty()) return absl::InvalidArgumentError("empty directory path");
   for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/')
-      continue;
+    if (pos != path.size() && path[pos] != '/') continue;
     std::string prefix = path.substr(0, pos);
     if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
       return ErrnoStatus(errno, absl::StrCat("creating directory ", prefix));
@@ -91,8 +86,7 @@ std::string UniqueTempName(absl::string_view base, absl::string_view host) {
 
 absl::Status FsyncDir(const std::string &dir) {
   UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid())
-    return ErrnoStatus(errno, absl::StrCat("opening ", dir));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", dir));
   if (fsync(fd.get()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("fsync ", dir));
   }
@@ -105,8 +99,7 @@ absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
   std::string tmp = absl::StrCat(dir, "/", UniqueTempName(name, host));
   UniqueFd fd(open(tmp.c_str(),
                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid())
-    return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
   absl::Status status = WriteAll(fd.get(), data, tmp);
   if (status.ok() && durable && fsync(fd.get()) != 0) {
     status = ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
@@ -125,19 +118,16 @@ absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
 absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid())
-    return ErrnoStatus(errno, absl::StrCat("opening ", path));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", path));
   std::string out;
   char buf[8192];
   for (;;) {
     ssize_t n = read(fd.get(), buf, sizeof(buf));
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       return ErrnoStatus(errno, absl::StrCat("reading ", path));
     }
-    if (n == 0)
-      break;
+    if (n == 0) break;
     out.append(buf, n);
     if (out.size() > max_bytes) {
       return absl::FailedPreconditionError(
@@ -147,4 +137,4 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
   return out;
 }
 
-} // namespace neffd
+}  // namespace neffd

@@ -23,7 +23,7 @@ absl::Status ErrnoStatus(int err, absl::string_view context);
 
 // Owns a file descriptor; closes it on destruction.
 class UniqueFd {
-public:
+ public:
   UniqueFd() = default;
   explicit UniqueFd(int fd) : fd_(fd) {}
   UniqueFd(UniqueFd &&other) noexcept : fd_(other.release()) {}
@@ -40,7 +40,7 @@ public:
     return fd;
   }
 
-private:
+ private:
   int fd_ = -1;
 };
 
@@ -68,6 +68,6 @@ absl::Status FsyncDir(const std::string &dir);
 absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_STORE_FILE_UTIL_H_
+#endif  // NEFFD_STORE_FILE_UTIL_H_

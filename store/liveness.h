@@ -26,7 +26,7 @@ struct HolderInfo {
 };
 
 class Liveness {
-public:
+ public:
   virtual ~Liveness() = default;
   // A token for the holder's current process, or nullopt if not observable.
   virtual std::optional<uint64_t> Observe(const HolderInfo &holder) = 0;
@@ -41,6 +41,6 @@ std::unique_ptr<Liveness> NewProcLiveness(std::string local_host_id);
 // kill(pid, 0) still reports as running).
 bool ProcessIsGone(int64_t pid);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_STORE_LIVENESS_H_
+#endif  // NEFFD_STORE_LIVENESS_H_

@@ -34,6 +34,6 @@ std::string LockFilePath(const std::string &locks_dir, const EntryKey &id);
 absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
                                       const EntryKey &id);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_STORE_LOCK_PATHS_H_
+#endif  // NEFFD_STORE_LOCK_PATHS_H_

@@ -46,16 +46,15 @@ v1::Entry EntryFromDone(const EntryKey &id, const std::string &path,
   return entry;
 }
 
-} // namespace
+}  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>>
-Store::Open(const StoreOptions &options) {
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(
+    const StoreOptions &options) {
   if (options.root.empty() || options.root[0] != '/') {
     return absl::InvalidArgumentError(absl::StrCat(
         "cache root '", options.root, "' must be an absolute path"));
   }
-  if (absl::Status s = MakeDirs(options.root); !s.ok())
-    return s;
+  if (absl::Status s = MakeDirs(options.root); !s.ok()) return s;
   if (access(options.root.c_str(), W_OK | X_OK) != 0) {
     return ErrnoStatus(errno, absl::StrCat("cache root ", options.root,
                                            " is not writable by this process"));
@@ -95,7 +94,7 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
                                         OnDamage on_damage) {
   const std::string dir = EntryDir(id);
   const std::string artifact = ArtifactPath(id);
-  CountOps(2); // open model.done, open the artifact
+  CountOps(2);  // open model.done, open the artifact
   absl::StatusOr<std::string> done_text =
       ReadSmallFile(absl::StrCat(dir, "/", kDoneName), kMaxDoneBytes);
   if (!done_text.ok()) {
@@ -124,8 +123,7 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
   }
   UniqueFd fd(open(artifact.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) {
-    if (errno != ENOENT)
-      return ErrnoStatus(errno, "opening " + artifact);
+    if (errno != ENOENT) return ErrnoStatus(errno, "opening " + artifact);
     return Damaged(id, "model.done present but the artifact is missing",
                    on_damage);
   }
@@ -155,8 +153,7 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
     }
   }
   absl::StatusOr<CopyResult> hashed = CopyAndHash(fd.get(), -1, artifact);
-  if (!hashed.ok())
-    return hashed.status();
+  if (!hashed.ok()) return hashed.status();
   struct stat after;
   if (fstat(fd.get(), &after) != 0) {
     return ErrnoStatus(errno, "stat " + artifact);
@@ -180,27 +177,24 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
   return StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(before)};
 }
 
-absl::StatusOr<PublishResult>
-Store::PublishFromFd(const EntryKey &id, int fd, uint64_t size,
-                     const std::string &sha256, const Producer &producer,
-                     const std::map<std::string, std::string> &md,
-                     const std::function<void()> &verified) {
+absl::StatusOr<PublishResult> Store::PublishFromFd(
+    const EntryKey &id, int fd, uint64_t size, const std::string &sha256,
+    const Producer &producer, const std::map<std::string, std::string> &md,
+    const std::function<void()> &verified) {
   return Publish(
       id, size, sha256, producer, md,
       [&](int out_fd) -> absl::StatusOr<std::pair<uint64_t, std::string>> {
         absl::StatusOr<CopyResult> copied =
             CopyAndHash(fd, out_fd, "staged file");
-        if (!copied.ok())
-          return copied.status();
+        if (!copied.ok()) return copied.status();
         return std::make_pair(copied->size, copied->sha256);
       },
       verified);
 }
 
-absl::StatusOr<PublishResult>
-Store::PublishBytes(const EntryKey &id, absl::string_view bytes,
-                    const std::string &sha256, const Producer &producer,
-                    const std::map<std::string, std::string> &md) {
+absl::StatusOr<PublishResult> Store::PublishBytes(
+    const EntryKey &id, absl::string_view bytes, const std::string &sha256,
+    const Producer &producer, const std::map<std::string, std::string> &md) {
   return Publish(
       id, bytes.size(), sha256, producer, md,
       [&](int out_fd) -> absl::StatusOr<std::pair<uint64_t, std::string>> {
@@ -219,31 +213,26 @@ absl::StatusOr<PublishResult> Store::Publish(
         absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)> &write,
     const std::function<void()> &verified) {
   absl::StatusOr<StoredEntry> existing = Find(id);
-  if (existing.ok())
-    return PublishResult{*std::move(existing), true};
-  if (!absl::IsNotFound(existing.status()))
-    return existing.status();
+  if (existing.ok()) return PublishResult{*std::move(existing), true};
+  if (!absl::IsNotFound(existing.status())) return existing.status();
   // The publisher holds the entry's lease: whatever artifact is there
   // without model.done is an interrupted publish, not one in flight.
   QuarantineOrphan(id, absl::ZeroDuration());
 
   const std::string dir = EntryDir(id);
-  CountOps(5); // mkdir, create temp, rename, create/rename model.done
-  if (absl::Status s = MakeDirs(dir); !s.ok())
-    return s;
+  CountOps(5);  // mkdir, create temp, rename, create/rename model.done
+  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   const std::string tmp =
       absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
   UniqueFd out(open(
       tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!out.valid())
-    return ErrnoStatus(errno, "creating " + tmp);
+  if (!out.valid()) return ErrnoStatus(errno, "creating " + tmp);
   auto fail = [&](absl::Status status) {
     unlink(tmp.c_str());
     return status;
   };
   absl::StatusOr<std::pair<uint64_t, std::string>> written = write(out.get());
-  if (!written.ok())
-    return fail(written.status());
+  if (!written.ok()) return fail(written.status());
   if (written->first != size) {
     return fail(absl::InvalidArgumentError(
         absl::StrFormat("size: content is %d bytes; the request says %d",
@@ -254,19 +243,16 @@ absl::StatusOr<PublishResult> Store::Publish(
         absl::StrCat("sha256: content hashes to ", written->second,
                      "; the request says ", sha256)));
   }
-  if (verified)
-    verified();
+  if (verified) verified();
   // The one fsync a publish needs (see PublishFromFd): a done record must
   // never name a torn artifact.
-  if (fsync(out.get()) != 0)
-    return fail(ErrnoStatus(errno, "fsync " + tmp));
+  if (fsync(out.get()) != 0) return fail(ErrnoStatus(errno, "fsync " + tmp));
   const std::string artifact = ArtifactPath(id);
   if (rename(tmp.c_str(), artifact.c_str()) != 0) {
     return fail(ErrnoStatus(errno, "renaming to " + artifact));
   }
-  struct stat st; // after the rename, which changes ctime
-  if (fstat(out.get(), &st) != 0)
-    return ErrnoStatus(errno, "stat " + artifact);
+  struct stat st;  // after the rename, which changes ctime
+  if (fstat(out.get(), &st) != 0) return ErrnoStatus(errno, "stat " + artifact);
 
   v1::DoneRecord done;
   done.set_size(size);
@@ -277,8 +263,7 @@ absl::StatusOr<PublishResult> Store::Publish(
   done.set_compiler_version(id.compiler_version());
   done.set_key(id.key());
   done.mutable_metadata()->insert(md.begin(), md.end());
-  if (absl::Status s = WriteDone(id, done); !s.ok())
-    return s;
+  if (absl::Status s = WriteDone(id, done); !s.ok()) return s;
   unlink(absl::StrCat(dir, "/", kLogName).c_str());
   return PublishResult{
       StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)}, false};
@@ -288,15 +273,13 @@ absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey &id) {
   const std::string artifact = ArtifactPath(id);
   CountOps(2);
   UniqueFd fd(open(artifact.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid())
-    return ErrnoStatus(errno, "opening " + artifact);
+  if (!fd.valid()) return ErrnoStatus(errno, "opening " + artifact);
   struct stat st;
   if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat(artifact, " is not a file"));
   }
   absl::StatusOr<CopyResult> hashed = CopyAndHash(fd.get(), -1, artifact);
-  if (!hashed.ok())
-    return hashed.status();
+  if (!hashed.ok()) return hashed.status();
   v1::DoneRecord done;
   done.set_size(hashed->size);
   done.set_sha256(hashed->sha256);
@@ -304,15 +287,13 @@ absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey &id) {
   done.set_publish_time_unix_ms(MtimeNs(st) / 1000000);
   done.set_compiler_version(id.compiler_version());
   done.set_key(id.key());
-  if (absl::Status s = WriteDone(id, done); !s.ok())
-    return s;
+  if (absl::Status s = WriteDone(id, done); !s.ok()) return s;
   return StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)};
 }
 
 absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
   absl::StatusOr<std::string> json = DoneRecordToJson(done);
-  if (!json.ok())
-    return json.status();
+  if (!json.ok()) return json.status();
   // Not durable on purpose (PublishFromFd): losing it costs a recompile.
   return WriteFileAtomically(EntryDir(id), kDoneName, *json, options_.host_id,
                              /*durable=*/false);
@@ -321,10 +302,8 @@ absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
                                                  absl::string_view log) {
   const std::string dir = EntryDir(id);
-  if (absl::Status s = MakeDirs(dir); !s.ok())
-    return s;
-  if (log.size() > kMaxLogBytes)
-    log = log.substr(log.size() - kMaxLogBytes);
+  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  if (log.size() > kMaxLogBytes) log = log.substr(log.size() - kMaxLogBytes);
   if (absl::Status s =
           WriteFileAtomically(dir, kLogName, log, options_.host_id);
       !s.ok()) {
@@ -349,8 +328,7 @@ std::optional<v1::Failure> Store::FindFailure(const EntryKey &id) const {
   }
   absl::Time retry_after =
       absl::FromUnixNanos(MtimeNs(st)) + options_.failed_ttl;
-  if (retry_after <= options_.now())
-    return std::nullopt;
+  if (retry_after <= options_.now()) return std::nullopt;
   v1::Failure failure;
   failure.set_retry_after_unix_ms(absl::ToUnixMillis(retry_after));
   absl::StatusOr<std::string> log = ReadSmallFile(path, kMaxLogBytes);
@@ -369,8 +347,7 @@ std::string Store::QuarantineTarget(const EntryKey &id) const {
 void Store::QuarantineOrphan(const EntryKey &id, absl::Duration grace) {
   struct stat st;
   CountOps(1);
-  if (lstat(ArtifactPath(id).c_str(), &st) != 0)
-    return;
+  if (lstat(ArtifactPath(id).c_str(), &st) != 0) return;
   if (grace > absl::ZeroDuration()) {
     struct stat lease;
     CountOps(1);
@@ -406,8 +383,7 @@ absl::StatusOr<std::string> Store::Quarantine(const EntryKey &id,
                                               absl::string_view reason) {
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
   CountOps(3);
-  if (absl::Status s = MakeDirs(qdir); !s.ok())
-    return s;
+  if (absl::Status s = MakeDirs(qdir); !s.ok()) return s;
   const std::string target = QuarantineTarget(id);
   if (rename(EntryDir(id).c_str(), target.c_str()) != 0) {
     return ErrnoStatus(errno, "quarantining " + EntryDir(id));
@@ -424,4 +400,4 @@ absl::StatusOr<std::string> Store::Quarantine(const EntryKey &id,
   return target;
 }
 
-} // namespace neffd
+}  // namespace neffd

@@ -79,7 +79,7 @@ struct FileIdentity {
 
 struct StoredEntry {
   v1::Entry entry;
-  FileIdentity identity; // of the artifact, as verified
+  FileIdentity identity;  // of the artifact, as verified
 };
 
 struct Producer {
@@ -89,7 +89,7 @@ struct Producer {
 
 // What an entry directory holds, from one listing (import, gc, operators).
 struct EntryState {
-  bool exists = false; // the directory
+  bool exists = false;  // the directory
   bool has_artifact = false;
   uint64_t artifact_size = 0;
   absl::Time artifact_mtime;
@@ -99,7 +99,7 @@ struct EntryState {
   // libneuronxla's compile inputs (model.hlo.pb, compile_flags.txt) beside
   // an artifact mark an entry from before model.done existed.
   bool legacy_inputs = false;
-  std::vector<std::pair<std::string, absl::Time>> lock_files; // *.lock
+  std::vector<std::pair<std::string, absl::Time>> lock_files;  // *.lock
 };
 
 struct PublishResult {
@@ -108,11 +108,11 @@ struct PublishResult {
 };
 
 class Store {
-public:
+ public:
   // Opens `options.root`, creating it if needed. Fails with a message naming
   // the path if it is not a writable directory.
-  static absl::StatusOr<std::unique_ptr<Store>>
-  Open(const StoreOptions &options);
+  static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const StoreOptions &options);
 
   const std::string &root() const { return options_.root; }
   // Metadata operations (open, stat, rename, mkdir, unlink, fsync of a
@@ -165,15 +165,13 @@ public:
   // and `sha256` and will become the entry (no other entry was there), but
   // before it is durable: the caller may hand its own copy of the bytes to
   // readers on this host without waiting for the shared filesystem.
-  absl::StatusOr<PublishResult>
-  PublishFromFd(const EntryKey &id, int fd, uint64_t size,
-                const std::string &sha256, const Producer &producer,
-                const std::map<std::string, std::string> &md,
-                const std::function<void()> &verified = nullptr);
-  absl::StatusOr<PublishResult>
-  PublishBytes(const EntryKey &id, absl::string_view bytes,
-               const std::string &sha256, const Producer &producer,
-               const std::map<std::string, std::string> &md);
+  absl::StatusOr<PublishResult> PublishFromFd(
+      const EntryKey &id, int fd, uint64_t size, const std::string &sha256,
+      const Producer &producer, const std::map<std::string, std::string> &md,
+      const std::function<void()> &verified = nullptr);
+  absl::StatusOr<PublishResult> PublishBytes(
+      const EntryKey &id, absl::string_view bytes, const std::string &sha256,
+      const Producer &producer, const std::map<std::string, std::string> &md);
 
   // Records a deterministic compile failure (model.log) for failed_ttl and
   // returns it as callers will see it.
@@ -191,8 +189,8 @@ public:
 
   // Calls `visit` for every neuronxcc-*/MODULE_* directory whose names are
   // valid; stops early when `visit` returns false.
-  absl::Status
-  ForEachEntry(const std::function<bool(const EntryKey &)> &visit) const;
+  absl::Status ForEachEntry(
+      const std::function<bool(const EntryKey &)> &visit) const;
   EntryState Inspect(const EntryKey &id) const;
   // Renames the entry's directory into {root}/.trash, then deletes it: a
   // reader that already opened a file keeps reading it. NotFound if absent.
@@ -205,7 +203,7 @@ public:
   // marker) from the artifact's own size and digest.
   absl::StatusOr<StoredEntry> AdoptLegacy(const EntryKey &id);
 
-private:
+ private:
   explicit Store(StoreOptions options) : options_(std::move(options)) {}
 
   absl::string_view ArtifactName() const;
@@ -235,6 +233,6 @@ private:
   mutable std::atomic<uint64_t> quarantined_{0};
 };
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_STORE_STORE_H_
+#endif  // NEFFD_STORE_STORE_H_

@@ -19,38 +19,32 @@ namespace {
 std::vector<std::string> ListDir(const std::string &dir) {
   std::vector<std::string> names;
   DIR *d = opendir(dir.c_str());
-  if (d == nullptr)
-    return names;
+  if (d == nullptr) return names;
   while (struct dirent *e = readdir(d)) {
     absl::string_view name = e->d_name;
-    if (name != "." && name != "..")
-      names.emplace_back(name);
+    if (name != "." && name != "..") names.emplace_back(name);
   }
   closedir(d);
   return names;
 }
 
-} // namespace
+}  // namespace
 
-absl::Status
-Store::ForEachEntry(const std::function<bool(const EntryKey &)> &visit) const {
+absl::Status Store::ForEachEntry(
+    const std::function<bool(const EntryKey &)> &visit) const {
   CountOps(1);
   for (const std::string &version_dir : ListDir(options_.root)) {
-    if (!absl::StartsWith(version_dir, "neuronxcc-"))
-      continue;
+    if (!absl::StartsWith(version_dir, "neuronxcc-")) continue;
     const std::string version = version_dir.substr(strlen("neuronxcc-"));
     CountOps(1);
     for (const std::string &module_dir :
          ListDir(absl::StrCat(options_.root, "/", version_dir))) {
-      if (!absl::StartsWith(module_dir, "MODULE_"))
-        continue;
+      if (!absl::StartsWith(module_dir, "MODULE_")) continue;
       absl::StatusOr<EntryKey> id =
           EntryKey::Parse(NamespaceName(options_.ns), version,
                           module_dir.substr(strlen("MODULE_")));
-      if (!id.ok())
-        continue; // not ours to touch
-      if (!visit(*id))
-        return absl::OkStatus();
+      if (!id.ok()) continue;  // not ours to touch
+      if (!visit(*id)) return absl::OkStatus();
     }
   }
   return absl::OkStatus();
@@ -61,14 +55,12 @@ EntryState Store::Inspect(const EntryKey &id) const {
   const std::string dir = EntryDir(id);
   struct stat st;
   CountOps(1);
-  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return state;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return state;
   state.exists = true;
   const std::string artifact(ArtifactName());
   for (const std::string &name : ListDir(dir)) {
     CountOps(1);
-    if (lstat(absl::StrCat(dir, "/", name).c_str(), &st) != 0)
-      continue;
+    if (lstat(absl::StrCat(dir, "/", name).c_str(), &st) != 0) continue;
     const absl::Time mtime = absl::TimeFromTimespec(st.st_mtim);
     if (name == artifact && S_ISREG(st.st_mode)) {
       state.has_artifact = true;
@@ -90,8 +82,7 @@ EntryState Store::Inspect(const EntryKey &id) const {
 
 absl::Status Store::Remove(const EntryKey &id) {
   const std::string trash = absl::StrCat(options_.root, "/.trash");
-  if (absl::Status s = MakeDirs(trash); !s.ok())
-    return s;
+  if (absl::Status s = MakeDirs(trash); !s.ok()) return s;
   const std::string target = absl::StrCat(
       trash, "/", UniqueTempName(id.key(), options_.host_id).substr(1));
   CountOps(2);
@@ -122,8 +113,7 @@ absl::Status Store::RemoveLockFile(const EntryKey &id,
 
 absl::StatusOr<absl::Time> Store::FilesystemNow() const {
   const std::string dir = absl::StrCat(options_.root, "/.neffd");
-  if (absl::Status s = MakeDirs(dir); !s.ok())
-    return s;
+  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   const std::string path = absl::StrCat(dir, "/clock.", options_.host_id);
   CountOps(2);
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
@@ -135,4 +125,4 @@ absl::StatusOr<absl::Time> Store::FilesystemNow() const {
   return absl::TimeFromTimespec(st.st_mtim);
 }
 
-} // namespace neffd
+}  // namespace neffd

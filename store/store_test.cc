@@ -10,8 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "store/digest.h"
 #include "gtest/gtest.h"
+#include "store/digest.h"
 
 namespace neffd {
 namespace {
@@ -31,7 +31,7 @@ std::string ReadAll(const std::string &path) {
 }
 
 class StoreTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     root_ = FreshDir(
         ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -181,14 +181,13 @@ TEST_F(StoreTest, OldArtifactWithoutDoneIsQuarantinedUnlessLeased) {
   std::ofstream(store_->ArtifactPath(id_)) << "interrupted";
   std::ofstream(store_->EntryDir(id_) + "/" + kLeaseFileName) << "h 1 l 0";
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
-  EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_))); // a lease guards it
+  EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_)));  // a lease guards it
   fs::remove(store_->EntryDir(id_) + "/" + kLeaseFileName);
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
   EXPECT_FALSE(fs::exists(store_->ArtifactPath(id_)));
   int reasons = 0;
   for (const auto &f : fs::directory_iterator(root_ + "/quarantine")) {
-    if (f.path().extension() == ".reason")
-      ++reasons;
+    if (f.path().extension() == ".reason") ++reasons;
   }
   EXPECT_EQ(reasons, 1);
 }
@@ -203,7 +202,7 @@ TEST_F(StoreTest, LegacyEmptyDoneMarkerIsServed) {
 }
 
 TEST_F(StoreTest, FailureIsServedUntilItsRetryAfter) {
-  now_ = absl::Now(); // failures age by the log file's mtime
+  now_ = absl::Now();  // failures age by the log file's mtime
   absl::StatusOr<v1::Failure> recorded =
       store_->RecordFailure(id_, "error: bad op");
   ASSERT_TRUE(recorded.ok()) << recorded.status();
@@ -218,5 +217,5 @@ TEST_F(StoreTest, FailureIsServedUntilItsRetryAfter) {
   EXPECT_FALSE(store_->FindFailure(id_).has_value());
 }
 
-} // namespace
-} // namespace neffd
+}  // namespace
+}  // namespace neffd

@@ -12,9 +12,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
-#include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
 namespace neffd::testing {

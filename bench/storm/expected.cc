@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "store/file_util.h"
 #include "examples/fake_compiler.h"
+#include "store/file_util.h"
 
 namespace neffd::bench {
 

@@ -30,8 +30,8 @@
 #include "bench/storm/legacy_protocol.h"
 #include "client/cache_client.h"
 #include "config/env.h"
-#include "store/file_util.h"
 #include "examples/fake_compiler.h"
+#include "store/file_util.h"
 
 ABSL_FLAG(std::string, mode, "daemon", "daemon, fallback, legacy or floor");
 ABSL_FLAG(int, graphs, 16, "graphs per rank");

@@ -16,11 +16,11 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "store/entry_id.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/struct.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
+#include "store/entry_id.h"
 
 namespace neffd::ctl {
 

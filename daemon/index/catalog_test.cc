@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "store/digest.h"
 #include "gtest/gtest.h"
+#include "store/digest.h"
 
 namespace neffd {
 namespace {

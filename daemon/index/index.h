@@ -31,8 +31,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
+#include "store/entry_id.h"
 
 namespace rocksdb {
 class DB;

@@ -23,11 +23,13 @@ namespace neffd {
 namespace {
 
 class FileLock : public ExternalLock {
-public:
+ public:
   FileLock(UniqueFd local, UniqueFd lease, std::string lease_path,
            std::atomic<uint64_t> *ops)
-      : local_(std::move(local)), lease_(std::move(lease)),
-        lease_path_(std::move(lease_path)), ops_(ops) {}
+      : local_(std::move(local)),
+        lease_(std::move(lease)),
+        lease_path_(std::move(lease_path)),
+        ops_(ops) {}
 
   ~FileLock() override {
     // Remove the lease file only if it is still ours: a host that broke it
@@ -39,15 +41,13 @@ public:
   }
 
   void Refresh() override {
-    if (!lease_.valid())
-      return;
+    if (!lease_.valid()) return;
     Count(1);
     futimens(lease_.get(), nullptr);
   }
 
   bool StillHeld() override {
-    if (!lease_.valid())
-      return true;
+    if (!lease_.valid()) return true;
     struct stat mine, named;
     Count(1);
     return fstat(lease_.get(), &mine) == 0 &&
@@ -55,27 +55,25 @@ public:
            mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
   }
 
-private:
+ private:
   void Count(int n) {
-    if (ops_ != nullptr)
-      *ops_ += n;
+    if (ops_ != nullptr) *ops_ += n;
   }
 
-  UniqueFd local_; // flock held; released on close
-  UniqueFd lease_; // cross-host lease file, kept open for futimens
+  UniqueFd local_;  // flock held; released on close
+  UniqueFd lease_;  // cross-host lease file, kept open for futimens
   const std::string lease_path_;
   std::atomic<uint64_t> *const ops_;
 };
 
 class FileLocks : public ExternalLocks {
-public:
+ public:
   explicit FileLocks(FileLocksOptions options) : options_(std::move(options)) {}
 
   std::unique_ptr<ExternalLock> TryTake(const EntryKey &id,
                                         const std::string &lease_id) override {
     UniqueFd local = TakeLocal(id);
-    if (!local.valid())
-      return nullptr;
+    if (!local.valid()) return nullptr;
     if (!options_.shared) {
       return std::make_unique<FileLock>(std::move(local), UniqueFd(), "",
                                         nullptr);
@@ -89,8 +87,7 @@ public:
                           0644));
       if (!lease.valid() && errno == ENOENT) {
         Count(1);
-        if (!MakeDirs(dir).ok())
-          return nullptr;
+        if (!MakeDirs(dir).ok()) return nullptr;
         continue;
       }
       if (lease.valid()) {
@@ -101,16 +98,14 @@ public:
         return std::make_unique<FileLock>(std::move(local), std::move(lease),
                                           path, options_.shared_ops);
       }
-      if (errno != EEXIST || !BreakIfStale(path))
-        return nullptr;
+      if (errno != EEXIST || !BreakIfStale(path)) return nullptr;
     }
     return nullptr;
   }
 
-private:
+ private:
   void Count(int n) {
-    if (options_.shared_ops != nullptr)
-      *options_.shared_ops += n;
+    if (options_.shared_ops != nullptr) *options_.shared_ops += n;
   }
 
   UniqueFd TakeLocal(const EntryKey &id) {
@@ -120,8 +115,7 @@ private:
       // table still excludes its clients. Hold a placeholder.
       return UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC));
     }
-    if (flock(fd->get(), LOCK_EX | LOCK_NB) != 0)
-      return UniqueFd();
+    if (flock(fd->get(), LOCK_EX | LOCK_NB) != 0) return UniqueFd();
     return *std::move(fd);
   }
 
@@ -141,8 +135,7 @@ private:
   bool BreakIfStale(const std::string &path) {
     struct stat judged;
     Count(1);
-    if (lstat(path.c_str(), &judged) != 0)
-      return errno == ENOENT;
+    if (lstat(path.c_str(), &judged) != 0) return errno == ENOENT;
     absl::StatusOr<std::string> content = ReadSmallFile(path, 4096);
     if (!(content.ok() && FromDeadIncarnation(*content)) &&
         !UnchangedForTooLong(path, judged)) {
@@ -152,7 +145,7 @@ private:
         absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
     Count(3);
     if (rename(path.c_str(), doomed.c_str()) != 0) {
-      return errno == ENOENT; // released or broken meanwhile: try again
+      return errno == ENOENT;  // released or broken meanwhile: try again
     }
     struct stat taken;
     if (lstat(doomed.c_str(), &taken) == 0 && taken.st_ino != judged.st_ino) {
@@ -192,7 +185,7 @@ private:
   struct Observation {
     ino_t inode = 0;
     absl::Time mtime;
-    absl::Duration since; // steady clock
+    absl::Duration since;  // steady clock
   };
 
   const FileLocksOptions options_;
@@ -200,10 +193,10 @@ private:
   absl::flat_hash_map<std::string, Observation> observed_ ABSL_GUARDED_BY(mu_);
 };
 
-} // namespace
+}  // namespace
 
 std::unique_ptr<ExternalLocks> NewFileLocks(FileLocksOptions options) {
   return std::make_unique<FileLocks>(std::move(options));
 }
 
-} // namespace neffd
+}  // namespace neffd

@@ -40,8 +40,8 @@
 namespace neffd {
 
 struct FileLocksOptions {
-  std::string locks_dir; // {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks
-  bool shared = true;    // also take cross-host lease files
+  std::string locks_dir;  // {TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks
+  bool shared = true;     // also take cross-host lease files
   std::string host_id;
   absl::Duration stale_after = absl::Seconds(30);
   // The LockTable's poll interval: how often TryTake is retried per key.
@@ -54,6 +54,6 @@ struct FileLocksOptions {
 
 std::unique_ptr<ExternalLocks> NewFileLocks(FileLocksOptions options);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
+#endif  // NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "store/file_util.h"
 #include "gtest/gtest.h"
+#include "store/file_util.h"
 
 namespace neffd {
 namespace {

@@ -38,10 +38,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "store/liveness.h"
+#include "proto/neffd/v1/neffd.pb.h"
 #include "store/entry_id.h"
 #include "store/file_util.h"
-#include "proto/neffd/v1/neffd.pb.h"
+#include "store/liveness.h"
 
 namespace neffd {
 

@@ -21,15 +21,14 @@ constexpr const char *kNames[] = {"error", "warning", "info", "debug"};
 constexpr int kSyslog[] = {3, 4, 6, 7};
 
 bool NeedsQuotes(absl::string_view v) {
-  if (v.empty())
-    return true;
+  if (v.empty()) return true;
   return std::any_of(v.begin(), v.end(), [](char c) {
     return c == ' ' || c == '"' || c == '=' || c == '\\' ||
            static_cast<unsigned char>(c) < 0x20;
   });
 }
 
-} // namespace
+}  // namespace
 
 Field::Field(const char *k, int64_t v) : key(k), value(absl::StrCat(v)) {}
 Field::Field(const char *k, uint64_t v) : key(k), value(absl::StrCat(v)) {}
@@ -86,7 +85,7 @@ void Write(std::string line) {
   (void)!write(STDERR_FILENO, line.data(), line.size());
 }
 
-} // namespace
+}  // namespace
 
 std::string Format(Level level, absl::string_view event,
                    std::initializer_list<Field> fields) {
@@ -95,15 +94,13 @@ std::string Format(Level level, absl::string_view event,
 
 void Event(Level level, absl::string_view event,
            std::initializer_list<Field> fields) {
-  if (Enabled(level))
-    Write(FormatLine(level, event, fields));
+  if (Enabled(level)) Write(FormatLine(level, event, fields));
 }
 
 void EventWithFields(
     Level level, absl::string_view event,
     const std::vector<std::pair<std::string, std::string>> &fields) {
-  if (Enabled(level))
-    Write(FormatLine(level, event, fields));
+  if (Enabled(level)) Write(FormatLine(level, event, fields));
 }
 
-} // namespace neffd::log
+}  // namespace neffd::log

@@ -80,6 +80,6 @@ inline void Debug(absl::string_view event,
   Event(Level::kDebug, event, fields);
 }
 
-} // namespace neffd::log
+}  // namespace neffd::log
 
-#endif // NEFFD_DAEMON_LOG_LOG_H_
+#endif  // NEFFD_DAEMON_LOG_LOG_H_

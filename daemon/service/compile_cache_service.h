@@ -32,9 +32,9 @@
 #include "daemon/locks/lock_table.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/service/telemetry.h"
-#include "store/store.h"
 #include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
+#include "store/store.h"
 
 namespace neffd {
 

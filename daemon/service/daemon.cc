@@ -45,7 +45,7 @@ constexpr long kLustreSuperMagic = 0x0BD00BD0;
 constexpr long kSmbSuperMagic = 0x517B;
 constexpr long kCifsMagic = 0xFF534D42;
 constexpr absl::Duration kTickInterval = absl::Milliseconds(100);
-constexpr int kTicksPerAccessFlush = 100; // every 10 s
+constexpr int kTicksPerAccessFlush = 100;  // every 10 s
 
 std::string UnixPath(const std::string &address) {
   return absl::StartsWith(address, "unix:") ? address.substr(5) : "";
@@ -54,8 +54,7 @@ std::string UnixPath(const std::string &address) {
 // True if something accepts connections on the unix socket `path`.
 bool SocketIsLive(const std::string &path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return false;
+  if (fd < 0) return false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
@@ -67,8 +66,8 @@ bool SocketIsLive(const std::string &path) {
 
 // TLS from the PEM files when both are given, else insecure (unix socket or
 // loopback only, checked by ValidateAddress).
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>>
-CredentialsFor(const DaemonOptions &options) {
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(
+    const DaemonOptions &options) {
   if (options.tls_cert.empty() && options.tls_key.empty()) {
     return grpc::InsecureServerCredentials();
   }
@@ -96,7 +95,7 @@ CredentialsFor(const DaemonOptions &options) {
   return grpc::SslServerCredentials(ssl);
 }
 
-} // namespace
+}  // namespace
 
 absl::Status CheckLocalFilesystem(const std::string &path) {
   struct statfs fs;
@@ -105,19 +104,18 @@ absl::Status CheckLocalFilesystem(const std::string &path) {
   }
   const char *kind = nullptr;
   switch (static_cast<long>(fs.f_type)) {
-  case kNfsSuperMagic:
-    kind = "nfs";
-    break;
-  case kLustreSuperMagic:
-    kind = "lustre";
-    break;
-  case kSmbSuperMagic:
-  case kCifsMagic:
-    kind = "smb";
-    break;
+    case kNfsSuperMagic:
+      kind = "nfs";
+      break;
+    case kLustreSuperMagic:
+      kind = "lustre";
+      break;
+    case kSmbSuperMagic:
+    case kCifsMagic:
+      kind = "smb";
+      break;
   }
-  if (kind == nullptr)
-    return absl::OkStatus();
+  if (kind == nullptr) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat("local dir ", path, " is on ", kind,
                    "; TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR must be a local "
@@ -177,13 +175,12 @@ struct Daemon::Parts {
   std::unique_ptr<grpc::Server> server;
   absl::Notification stop_ticking;
   std::thread ticker;
-  std::thread collector; // periodic gc, when max_cache_size is set
-  std::thread reporter;  // metrics textfile, when metrics_textfile is set
+  std::thread collector;  // periodic gc, when max_cache_size is set
+  std::thread reporter;   // metrics textfile, when metrics_textfile is set
   bool shut_down = false;
 
   void WriteMetrics() {
-    if (options.metrics_textfile.empty())
-      return;
+    if (options.metrics_textfile.empty()) return;
     absl::Status written =
         WriteTextfile(options.metrics_textfile,
                       telemetry.RenderPrometheus(service->CumulativeStats()));
@@ -205,8 +202,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       CredentialsFor(options);
-  if (!credentials.ok())
-    return credentials.status();
+  if (!credentials.ok()) return credentials.status();
   if (options.index_dir.empty())
     options.index_dir = options.local_dir + "/index";
   if (options.host_id.empty()) {
@@ -234,14 +230,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   parts->options = options;
   const std::string staging = options.local_dir + "/staging";
   const std::string locks_dir = options.local_dir + "/locks";
-  if (absl::Status s = MakeDirs(options.local_dir); !s.ok())
-    return s;
+  if (absl::Status s = MakeDirs(options.local_dir); !s.ok()) return s;
   if (absl::Status s = CheckLocalFilesystem(options.local_dir); !s.ok()) {
     return s;
   }
   for (const std::string &dir : {staging, locks_dir}) {
-    if (absl::Status s = MakeDirs(dir); !s.ok())
-      return s;
+    if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   }
   // Ranks of any user stage files here; the sticky bit keeps them from
   // removing each other's.
@@ -256,19 +250,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     log::EventWithFields(log::Level::kWarning, event.name, event.fields);
   };
   absl::StatusOr<std::unique_ptr<Store>> neff = Store::Open(store_options);
-  if (!neff.ok())
-    return neff.status();
+  if (!neff.ok()) return neff.status();
   store_options.root = options.hlo_cache_dir;
   store_options.ns = Namespace::kHlo;
   absl::StatusOr<std::unique_ptr<Store>> hlo = Store::Open(store_options);
-  if (!hlo.ok())
-    return hlo.status();
+  if (!hlo.ok()) return hlo.status();
   parts->neff_store = *std::move(neff);
   parts->hlo_store = *std::move(hlo);
 
   absl::StatusOr<std::unique_ptr<Index>> index = Index::Open(options.index_dir);
-  if (!index.ok())
-    return index.status();
+  if (!index.ok()) return index.status();
   parts->index = *std::move(index);
 
   parts->catalog = std::make_unique<Catalog>(
@@ -317,8 +308,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     tier_options.capacity_bytes = options.local_tier_bytes;
     absl::StatusOr<std::unique_ptr<LocalTier>> tier =
         LocalTier::Open(tier_options);
-    if (!tier.ok())
-      return tier.status();
+    if (!tier.ok()) return tier.status();
     parts->tier = *std::move(tier);
   }
   parts->service = std::make_unique<CompileCacheService>(
@@ -388,8 +378,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     // lock table.
     for (;;) {
       absl::SleepFor(kTickInterval);
-      if (p->stop_ticking.HasBeenNotified())
-        break;
+      if (p->stop_ticking.HasBeenNotified()) break;
       p->locks->Tick();
       if (watchdog && absl::Now() >= next_ping) {
         sd_notify(0, "WATCHDOG=1");
@@ -407,8 +396,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       absl::Time next = absl::Now() + p->options.gc_interval;
       while (!p->stop_ticking.HasBeenNotified()) {
         absl::SleepFor(kTickInterval);
-        if (absl::Now() < next)
-          continue;
+        if (absl::Now() < next) continue;
         next = absl::Now() + p->options.gc_interval;
         absl::StatusOr<v1::GcResponse> done =
             p->maintenance->Gc(Namespace::kNeff, request);
@@ -428,8 +416,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       absl::Time next = absl::Now() + p->options.metrics_interval;
       while (!p->stop_ticking.HasBeenNotified()) {
         absl::SleepFor(kTickInterval);
-        if (absl::Now() < next)
-          continue;
+        if (absl::Now() < next) continue;
         next = absl::Now() + p->options.metrics_interval;
         p->WriteMetrics();
       }
@@ -448,8 +435,7 @@ std::string Daemon::Describe() const {
 
 std::string Daemon::IndexRecoveryNote() const {
   const std::string &moved = parts_->index->recovered_from();
-  if (moved.empty())
-    return "";
+  if (moved.empty()) return "";
   return absl::StrCat("neffd: the index at ", parts_->options.index_dir,
                       " could not be opened; moved it to ", moved,
                       " and started a new one (entries are found again in the "
@@ -460,8 +446,7 @@ void Daemon::Reload() { parts_->WriteMetrics(); }
 
 void Daemon::Shutdown() {
   Parts *p = parts_.get();
-  if (p == nullptr || p->shut_down)
-    return;
+  if (p == nullptr || p->shut_down) return;
   p->shut_down = true;
   p->health.Shutdown();
   p->locks->Shutdown();
@@ -469,16 +454,13 @@ void Daemon::Shutdown() {
                       absl::ToChronoSeconds(p->options.shutdown_grace));
   p->stop_ticking.Notify();
   p->ticker.join();
-  if (p->collector.joinable())
-    p->collector.join();
-  if (p->reporter.joinable())
-    p->reporter.join();
+  if (p->collector.joinable()) p->collector.join();
+  if (p->reporter.joinable()) p->reporter.join();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
   p->WriteMetrics();
   std::string socket_path = UnixPath(p->options.address);
-  if (!socket_path.empty())
-    unlink(socket_path.c_str());
+  if (!socket_path.empty()) unlink(socket_path.c_str());
 }
 
-} // namespace neffd
+}  // namespace neffd

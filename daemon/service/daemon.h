@@ -37,7 +37,7 @@ struct DaemonOptions {
   std::string neff_cache_dir = "/tmp/neff_cache";
   std::string hlo_cache_dir = "/tmp/hlo_cache";
   std::string local_dir = "/tmp/local_cache";
-  std::string index_dir; // default {local_dir}/index
+  std::string index_dir;  // default {local_dir}/index
   std::string host_id;
   std::string socket_group = "neuron";
   absl::Duration lock_timeout = absl::Seconds(1200);
@@ -62,7 +62,7 @@ struct DaemonOptions {
   absl::Duration gc_interval = absl::Minutes(10);
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
-  std::string metrics_textfile; // empty: none
+  std::string metrics_textfile;  // empty: none
   absl::Duration metrics_interval = absl::Seconds(15);
   // What GetConfig reports (main fills it from the flags and the registry).
   v1::ConfigResponse config;
@@ -90,7 +90,7 @@ absl::Status CheckLocalFilesystem(const std::string &path);
 absl::Status ValidateAddress(const std::string &address, bool tls = false);
 
 class Daemon {
-public:
+ public:
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options);
   ~Daemon();
 
@@ -104,12 +104,12 @@ public:
 
   void Shutdown();
 
-private:
+ private:
   struct Parts;
   explicit Daemon(std::unique_ptr<Parts> parts);
   std::unique_ptr<Parts> parts_;
 };
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_DAEMON_SERVICE_DAEMON_H_
+#endif  // NEFFD_DAEMON_SERVICE_DAEMON_H_

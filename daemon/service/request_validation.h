@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
+#include "store/entry_id.h"
 
 namespace neffd {
 

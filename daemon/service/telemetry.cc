@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "store/file_util.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
+#include "store/file_util.h"
 
 namespace neffd {
 namespace {

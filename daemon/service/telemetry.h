@@ -25,8 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
+#include "store/entry_id.h"
 
 namespace neffd {
 

@@ -41,8 +41,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "store/entry_id.h"
 #include "proto/neffd/v1/neffd.pb.h"
+#include "store/entry_id.h"
 
 namespace neffd {
 

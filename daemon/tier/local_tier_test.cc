@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
-#include "gtest/gtest.h"
 
 namespace neffd {
 namespace {

@@ -9,8 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "store/digest.h"
 #include "grpcpp/client_context.h"
+#include "store/digest.h"
 #include "tests/harness/process.h"
 
 namespace neffd::testing {

@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "absl/strings/string_view.h"
-#include "store/done_record.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "store/done_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view text(reinterpret_cast<const char*>(data), size);

@@ -17,7 +17,7 @@
 namespace neffd::testing {
 
 class Cluster {
-public:
+ public:
   // `flags` are given to every daemon (e.g. --lease_ttl, --poll_interval).
   Cluster(std::string root, std::vector<std::string> flags);
 
@@ -37,7 +37,7 @@ public:
   std::unique_ptr<Process> StartRank(size_t i, int rank,
                                      std::vector<std::string> args) const;
 
-private:
+ private:
   std::string root_;
   std::vector<std::string> flags_;
   std::vector<std::string> names_;
@@ -47,6 +47,6 @@ private:
 // Lines of a file (an empty file has none).
 std::vector<std::string> ReadLines(const std::string &path);
 
-} // namespace neffd::testing
+}  // namespace neffd::testing
 
-#endif // NEFFD_TESTS_HARNESS_CLUSTER_H_
+#endif  // NEFFD_TESTS_HARNESS_CLUSTER_H_
