@@ -1,8 +1,8 @@
 // config/render.h
 //
-// Text forms of the registry and of an EnvSnapshot, shared by the
-// `neuronx-env` command, docs/CONFIG.md and anything else that shows the
-// configuration (e.g. the daemon's GetConfig):
+// Text forms of the registry and of an EnvSnapshot, for the `neuronx-env`
+// command and docs/CONFIG.md (the daemon's GetConfig builds its own
+// ConfigResponse from the registry and is rendered by neffctl):
 //   - RenderTable:    aligned NAME / VALUE / ORIGIN / NOTE table;
 //   - RenderJson:     {"variables": {"NAME": {"value": <typed>, "origin":
 //                     "...", "note": "..."}}, "warnings": ["..."]}, keys

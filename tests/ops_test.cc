@@ -81,6 +81,38 @@ class OpsTest : public ::testing::Test {
   std::unique_ptr<DaemonProcess> daemon_;
 };
 
+// Files of the host's local tier ({local_dir}/tier/{ns}/{version}/...).
+std::vector<std::string> TierFiles(const std::string& local_dir) {
+  std::vector<std::string> files;
+  std::error_code error;
+  for (const auto& f :
+       fs::recursive_directory_iterator(local_dir + "/tier", error)) {
+    if (f.is_regular_file()) files.push_back(f.path().filename().string());
+  }
+  return files;
+}
+
+TEST_F(OpsTest, EvictDropsTheHostsLocalCopyToo) {
+  Put("ccc333", std::string(4096, 'c'));
+  ASSERT_EQ(
+      Ctl({"--compiler_version=2.19.1", "lookup", "neff", "ccc333"}).exit_code,
+      0);
+  auto has_copy = [&] {
+    for (const std::string& name : TierFiles(daemon_->local_dir())) {
+      if (absl::StartsWith(name, "ccc333.")) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(has_copy()) << "publishing fills the host's tier";
+  CommandResult evict =
+      Ctl({"--compiler_version=2.19.1", "evict", "neff", "ccc333"});
+  ASSERT_EQ(evict.exit_code, 0) << evict.err;
+  EXPECT_FALSE(has_copy());
+  EXPECT_EQ(
+      Ctl({"--compiler_version=2.19.1", "lookup", "neff", "ccc333"}).exit_code,
+      1);
+}
+
 TEST_F(OpsTest, EveryCommandAnswersInTextAndJson) {
   Put("aaa111", std::string(3000, 'a'));
   Put("bbb222", std::string(10, 'b'));

@@ -318,6 +318,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   MaintenanceOptions maintenance_options;
   maintenance_options.stale_lock_age = options.lock_timeout;
   maintenance_options.recent = options.gc_recent;
+  // `neffctl evict` drops the host's local copy too: otherwise ranks on this
+  // host would keep being handed the evicted NEFF until the tier evicts it.
+  maintenance_options.on_evict = [tier =
+                                      parts->tier.get()](const EntryKey &id) {
+    if (tier != nullptr) tier->Remove(id);
+  };
   maintenance_options.lease_out = [locks =
                                        parts->locks.get()](const EntryKey &id) {
     return locks->Held(id);

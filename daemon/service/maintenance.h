@@ -28,7 +28,8 @@ struct MaintenanceOptions {
   absl::Duration recent = absl::Minutes(1);
   // Import: a lock file older than this (by the store's clock) is stale.
   absl::Duration stale_lock_age = absl::Seconds(1200);
-  // Called after an entry is evicted (drops the host's local copy).
+  // Called after an entry is evicted; the daemon drops the host's local
+  // (tier) copy there.
   std::function<void(const EntryKey&)> on_evict = [](const EntryKey&) {};
   // True while a lease on the key is out on this host.
   std::function<bool(const EntryKey&)> lease_out = [](const EntryKey&) {
