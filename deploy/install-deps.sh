@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages neffd builds, runs and tests with, skipping
-# the ones already installed. Needs root (apt-get). Offline-safe: nothing is
-# downloaded except Debian packages.
+# the ones already installed, and the npm packages of the S3 test server
+# (s3rver, aws4) into /opt/neffd-test. Needs root (apt-get). Nothing is
+# downloaded except Debian and npm packages.
 set -euo pipefail
 
 PACKAGES=(
@@ -14,6 +15,7 @@ PACKAGES=(
   systemd prometheus python3-grpcio python3-grpc-tools
   clang-14 libclang-rt-14-dev openssl
   gnuplot-nox strace
+  libcurl4-openssl-dev libexpat1-dev libinih-dev
 )
 
 missing=()
@@ -26,4 +28,22 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The S3 test server (tests/harness/s3_server.h): s3rver, plus aws4 to check
+# the SigV4 signatures s3rver itself does not verify. Tests look for them at
+# this fixed path and fail naming this script when they are missing.
+S3_TEST_PREFIX=/opt/neffd-test
+S3_TEST_PACKAGES=(s3rver@3.7.1 aws4@1.13.2)
+if [[ ! -f "$S3_TEST_PREFIX/node_modules/s3rver/package.json" ||
+      ! -f "$S3_TEST_PREFIX/node_modules/aws4/package.json" ]]; then
+  if ! command -v npm >/dev/null; then
+    echo "install-deps: installing nodejs npm"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  echo "install-deps: installing ${S3_TEST_PACKAGES[*]} into $S3_TEST_PREFIX"
+  npm install --silent --no-audit --no-fund --prefix "$S3_TEST_PREFIX" \
+    "${S3_TEST_PACKAGES[@]}" >/dev/null
 fi

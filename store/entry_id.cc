@@ -17,6 +17,10 @@ bool IsTokenChar(char c) {
 
 }  // namespace
 
+absl::string_view ArtifactFileName(Namespace ns) {
+  return ns == Namespace::kNeff ? "model.neff" : "model.hlo";
+}
+
 absl::string_view NamespaceName(Namespace ns) {
   return ns == Namespace::kNeff ? "neff" : "hlo";
 }

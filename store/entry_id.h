@@ -25,6 +25,10 @@ enum class Namespace { kNeff, kHlo };
 // "neff" or "hlo".
 absl::string_view NamespaceName(Namespace ns);
 
+// The artifact's file name in an entry directory: "model.neff" or
+// "model.hlo".
+absl::string_view ArtifactFileName(Namespace ns);
+
 // InvalidArgument naming `field` unless `value` is a valid key-like token.
 absl::Status ValidateToken(absl::string_view field, absl::string_view value);
 

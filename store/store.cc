@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
 }
 
 absl::string_view Store::ArtifactName() const {
-  return options_.ns == Namespace::kNeff ? "model.neff" : "model.hlo";
+  return ArtifactFileName(options_.ns);
 }
 
 std::string Store::EntryDir(const EntryKey &id) const {

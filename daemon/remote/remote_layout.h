@@ -1,0 +1,59 @@
+// daemon/remote/remote_layout.h
+//
+// Where cache entries live in S3. `--remote=s3://BUCKET/PREFIX` names the
+// place; under it the layout is the shared store's (store/store.h), so
+// libneuronxla's own s3:// cache and neffd read each other's entries where
+// their keys agree:
+//
+//   PREFIX/neuronxcc-{version}/MODULE_{key}/model.neff
+//                                           model.done
+//                                           compile_flags.json
+//
+// The hlo namespace has a root of its own in the shared store; remotely it
+// lives under PREFIX/hlo/ (a name no "neuronxcc-*" directory can take), with
+// model.hlo as its artifact.
+//
+// Thread-safe (pure functions and a value type).
+#ifndef NEFFD_DAEMON_REMOTE_REMOTE_LAYOUT_H_
+#define NEFFD_DAEMON_REMOTE_REMOTE_LAYOUT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "store/entry_id.h"
+
+namespace neffd::remote {
+
+struct RemoteLocation {
+  std::string bucket;
+  // Without leading or trailing '/'; empty for the bucket's root.
+  std::string prefix;
+
+  // "s3://BUCKET/PREFIX", for logs and stats.
+  std::string Url() const;
+};
+
+// Parses a --remote value. InvalidArgument naming --remote when it is not
+// s3://, the bucket is not a valid S3 bucket name (3-63 of [a-z0-9.-],
+// starting and ending with a letter or digit) or the prefix has an empty,
+// "." or ".." segment or a control character. A trailing '/' is dropped.
+absl::StatusOr<RemoteLocation> ParseRemoteUrl(absl::string_view url);
+
+enum class RemoteFile {
+  kArtifact,      // model.neff / model.hlo
+  kDoneRecord,    // model.done, written last
+  kCompileFlags,  // compile_flags.json
+};
+
+// "PREFIX/neuronxcc-V/MODULE_KEY/" (hlo: "PREFIX/hlo/neuronxcc-V/...").
+std::string RemoteEntryPrefix(const RemoteLocation& location,
+                              const EntryKey& key);
+
+// The object name of one file of an entry.
+std::string RemoteObjectName(const RemoteLocation& location,
+                             const EntryKey& key, RemoteFile file);
+
+}  // namespace neffd::remote
+
+#endif  // NEFFD_DAEMON_REMOTE_REMOTE_LAYOUT_H_
