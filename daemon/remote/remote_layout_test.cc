@@ -1,0 +1,53 @@
+#include "daemon/remote/remote_layout.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace neffd::remote {
+namespace {
+
+EntryKey Key(absl::string_view ns) {
+  return *EntryKey::Parse(ns, "2.19.1", "abc123");
+}
+
+TEST(RemoteLayoutTest, ObjectNamesFollowTheSharedStore) {
+  absl::StatusOr<RemoteLocation> location =
+      ParseRemoteUrl("s3://my-bucket/team/cache/");
+  ASSERT_TRUE(location.ok()) << location.status();
+  EXPECT_EQ(location->bucket, "my-bucket");
+  EXPECT_EQ(location->prefix, "team/cache");
+  EXPECT_EQ(location->Url(), "s3://my-bucket/team/cache");
+
+  EXPECT_EQ(RemoteObjectName(*location, Key("neff"), RemoteFile::kArtifact),
+            "team/cache/neuronxcc-2.19.1/MODULE_abc123/model.neff");
+  EXPECT_EQ(RemoteObjectName(*location, Key("neff"), RemoteFile::kDoneRecord),
+            "team/cache/neuronxcc-2.19.1/MODULE_abc123/model.done");
+  EXPECT_EQ(RemoteObjectName(*location, Key("neff"), RemoteFile::kCompileFlags),
+            "team/cache/neuronxcc-2.19.1/MODULE_abc123/compile_flags.json");
+  EXPECT_EQ(RemoteObjectName(*location, Key("hlo"), RemoteFile::kArtifact),
+            "team/cache/hlo/neuronxcc-2.19.1/MODULE_abc123/model.hlo");
+}
+
+TEST(RemoteLayoutTest, BucketRootHasNoLeadingSlash) {
+  absl::StatusOr<RemoteLocation> location = ParseRemoteUrl("s3://bucket");
+  ASSERT_TRUE(location.ok()) << location.status();
+  EXPECT_EQ(location->prefix, "");
+  EXPECT_EQ(RemoteEntryPrefix(*location, Key("neff")),
+            "neuronxcc-2.19.1/MODULE_abc123/");
+  EXPECT_EQ(RemoteEntryPrefix(*location, Key("hlo")),
+            "hlo/neuronxcc-2.19.1/MODULE_abc123/");
+}
+
+TEST(RemoteLayoutTest, BadUrlsNameTheFlag) {
+  for (const char* url :
+       {"", "http://bucket/p", "s3://", "s3://Bucket/p", "s3://ab/p",
+        "s3://-bucket/p", "s3://bucket/a//b", "s3://bucket/../x",
+        "s3://bucket/a/./b", "s3://bucket/a\nb"}) {
+    absl::Status status = ParseRemoteUrl(url).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << url;
+    EXPECT_TRUE(absl::StartsWith(status.message(), "--remote=")) << status;
+  }
+}
+
+}  // namespace
+}  // namespace neffd::remote

@@ -1,0 +1,45 @@
+// daemon/remote/s3_test_util.h
+//
+// What the S3 tests share: a bucket name, clients for a test S3 server
+// (tests/harness/servers.h) and an object round trip through real files.
+//
+// Test-only. Not thread-safe.
+#ifndef NEFFD_DAEMON_REMOTE_S3_TEST_UTIL_H_
+#define NEFFD_DAEMON_REMOTE_S3_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "daemon/remote/credentials.h"
+#include "daemon/remote/s3_client.h"
+#include "tests/harness/servers.h"
+
+namespace neffd::remote {
+
+inline constexpr char kTestBucket[] = "neffd-test";
+
+// The environment that hands out the test server's credentials, and nothing
+// that could reach off the machine (no metadata service, no home dir).
+Environment TestServerEnvironment();
+
+// A client of `server`'s kTestBucket; `options` supplies everything but the
+// endpoint and bucket.
+std::unique_ptr<S3Client> ClientFor(const testing::LoopbackServer& server,
+                                    CredentialsProvider* credentials,
+                                    S3ClientOptions options = {});
+
+// An unlinked temp file holding `content`; the caller closes the fd.
+int TempFileWith(const std::string& content);
+
+// Everything in `fd` from offset 0.
+std::string ReadWhole(int fd);
+
+// Uploads `content` as `key` with UploadFile and downloads it with
+// GetObject; what came back.
+absl::StatusOr<std::string> PutAndGet(S3Client& client, const std::string& key,
+                                      const std::string& content);
+
+}  // namespace neffd::remote
+
+#endif  // NEFFD_DAEMON_REMOTE_S3_TEST_UTIL_H_
