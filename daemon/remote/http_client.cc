@@ -228,6 +228,8 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request) {
         CauseOfCurlError(code),
         error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(code));
   }
+  // The idle handle must not keep pointing into this stack frame.
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
   ReleaseHandle(curl);
   if (!failure.ok()) return failure;
   response.status = static_cast<int>(status);
