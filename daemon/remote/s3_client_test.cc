@@ -51,6 +51,16 @@ class S3ClientTest : public ::testing::Test {
     return ClientFor(*server_, &credentials_, std::move(options));
   }
 
+  // A client whose credentials differ from the server's in one variable.
+  std::unique_ptr<S3Client> ClientWithEnv(const std::string& name,
+                                          const std::string& value) {
+    Environment env = TestServerEnvironment();
+    env[name] = value;
+    other_credentials_ = std::make_unique<CredentialsProvider>(
+        CredentialsOptions{std::move(env)});
+    return ClientFor(*server_, other_credentials_.get());
+  }
+
   // How many request lines of the server's log contain `needle`.
   int CountRequests(absl::string_view needle) const {
     std::vector<std::string> log = server_->RequestLog();
@@ -61,6 +71,7 @@ class S3ClientTest : public ::testing::Test {
 
   std::unique_ptr<LoopbackServer> server_;
   CredentialsProvider credentials_{{TestServerEnvironment()}};
+  std::unique_ptr<CredentialsProvider> other_credentials_;
 };
 
 std::string RandomBytes(size_t size, unsigned seed) {
@@ -239,10 +250,8 @@ TEST_F(S3ClientTest, LargeObjectGoesMultipartAndStreamsInBoundedMemory) {
 }
 
 TEST_F(S3ClientTest, WrongSecretKeyIsAccessDeniedWithOneClearMessage) {
-  Environment env = TestServerEnvironment();
-  env["AWS_SECRET_ACCESS_KEY"] = "not-the-secret";
-  CredentialsProvider wrong({env});
-  std::unique_ptr<S3Client> client = ClientFor(*server_, &wrong);
+  std::unique_ptr<S3Client> client =
+      ClientWithEnv("AWS_SECRET_ACCESS_KEY", "not-the-secret");
   int fd = TempFileWith("x");
 
   absl::Status put = client->PutObject("k", fd, 0, 1);
@@ -256,14 +265,15 @@ TEST_F(S3ClientTest, WrongSecretKeyIsAccessDeniedWithOneClearMessage) {
 }
 
 TEST_F(S3ClientTest, UnknownAccessKeyIsAccessDenied) {
-  Environment env = TestServerEnvironment();
-  env["AWS_ACCESS_KEY_ID"] = "AKIDUNKNOWN";
-  CredentialsProvider unknown({env});
-  std::unique_ptr<S3Client> client = ClientFor(*server_, &unknown);
+  std::unique_ptr<S3Client> client =
+      ClientWithEnv("AWS_ACCESS_KEY_ID", "AKIDUNKNOWN");
 
-  absl::Status head = client->HeadObject("k").status();
+  absl::Status list = client->ListObjectsV2("", "").status();
 
-  EXPECT_EQ(RemoteErrorCauseOf(head), RemoteErrorCause::kAccessDenied) << head;
+  EXPECT_EQ(RemoteErrorCauseOf(list), RemoteErrorCause::kAccessDenied) << list;
+  EXPECT_TRUE(absl::StartsWith(
+      list.message(), "S3 GET s3://neffd-test/: HTTP 403 InvalidAccessKeyId: "))
+      << list;
 }
 
 TEST_F(S3ClientTest, KilledServerFailsWithinDeadlineAndOpensBreaker) {
