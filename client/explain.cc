@@ -21,7 +21,7 @@ std::string JoinOrNone(const std::vector<std::string> &flags) {
   return flags.empty() ? "(none)" : absl::StrJoin(flags, " ");
 }
 
-} // namespace
+}  // namespace
 
 std::string MissRecordPath(absl::string_view local_dir, absl::string_view key) {
   return absl::StrCat(local_dir, "/neffcc/misses/", key, ".json");
@@ -58,14 +58,36 @@ FlagDifference DiffFlags(const v1::KeyInputsRecord &cached,
                                           now.flags().end());
   FlagDifference diff;
   for (const std::string &flag : cached.flags()) {
-    if (in_now.count(flag) == 0)
-      diff.only_in_cached.push_back(flag);
+    if (in_now.count(flag) == 0) diff.only_in_cached.push_back(flag);
   }
   for (const std::string &flag : now.flags()) {
-    if (in_cached.count(flag) == 0)
-      diff.only_in_now.push_back(flag);
+    if (in_cached.count(flag) == 0) diff.only_in_now.push_back(flag);
   }
   return diff;
+}
+
+std::string DescribeDifference(const v1::KeyInputsRecord &a,
+                               absl::string_view a_label,
+                               const v1::KeyInputsRecord &b,
+                               absl::string_view b_label) {
+  std::vector<std::string> reasons;
+  const FlagDifference diff = DiffFlags(a, b);
+  if (!diff.only_in_cached.empty() || !diff.only_in_now.empty()) {
+    reasons.push_back(absl::StrCat(
+        "flags differing: ", JoinOrNone(diff.only_in_cached), " (", a_label,
+        ") vs ", JoinOrNone(diff.only_in_now), " (", b_label, ")"));
+  }
+  if (a.compiler_version() != b.compiler_version()) {
+    reasons.push_back(absl::StrCat("compiler version ", a.compiler_version(),
+                                   " (", a_label, ") vs ", b.compiler_version(),
+                                   " (", b_label, ")"));
+  }
+  if (a.platform_target() != b.platform_target()) {
+    reasons.push_back(absl::StrCat("platform target ", a.platform_target(),
+                                   " (", a_label, ") vs ", b.platform_target(),
+                                   " (", b_label, ")"));
+  }
+  return absl::StrJoin(reasons, "; ");
 }
 
 std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
@@ -96,37 +118,21 @@ std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
                         Short(now.input_sha256()), ", ", now.input_size(),
                         " bytes)");
   }
-  std::vector<std::string> reasons;
-  const FlagDifference diff = DiffFlags(closest->inputs, now);
-  if (!diff.only_in_cached.empty() || !diff.only_in_now.empty()) {
-    reasons.push_back(
-        absl::StrCat("flags differing: ", JoinOrNone(diff.only_in_cached),
-                     " (cached) vs ", JoinOrNone(diff.only_in_now), " (now)"));
-  }
-  if (closest->inputs.compiler_version() != now.compiler_version()) {
-    reasons.push_back(
-        absl::StrCat("compiler version ", closest->inputs.compiler_version(),
-                     " (cached) vs ", now.compiler_version(), " (now)"));
-  }
-  if (closest->inputs.platform_target() != now.platform_target()) {
-    reasons.push_back(
-        absl::StrCat("platform target ", closest->inputs.platform_target(),
-                     " (cached) vs ", now.platform_target(), " (now)"));
-  }
-  if (reasons.empty()) {
+  std::string difference =
+      DescribeDifference(closest->inputs, "cached", now, "now");
+  if (difference.empty()) {
     // Same recorded inputs, other key: the key derivation itself changed
     // (another neffd version) or the record is incomplete.
-    reasons.push_back("identical recorded inputs (key derivation differs)");
+    difference = "identical recorded inputs (key derivation differs)";
   }
   return absl::StrCat(prefix, "same input cached as ", Short(closest->key),
-                      " with ", absl::StrJoin(reasons, "; "));
+                      " with ", difference);
 }
 
 std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached) {
   std::map<std::string, std::vector<CachedKey>> by_input;
   for (const CachedKey &entry : cached) {
-    if (entry.inputs.input_sha256().empty())
-      continue; // no record
+    if (entry.inputs.input_sha256().empty()) continue;  // no record
     by_input[entry.inputs.input_sha256()].push_back(entry);
   }
   std::vector<Drift> drifts;
@@ -139,30 +145,26 @@ std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached) {
                              return a.key == b.key;
                            }),
                keys.end());
-    if (keys.size() < 2)
-      continue;
+    if (keys.size() < 2) continue;
     Drift drift;
     drift.input_sha256 = sha256;
     drift.input_size = keys.front().inputs.input_size();
-    std::map<std::string, size_t> holders; // flag -> records holding it
+    std::map<std::string, size_t> holders;  // flag -> records holding it
     std::vector<std::string> seen_order;
     for (const CachedKey &entry : keys) {
       std::set<std::string> flags(entry.inputs.flags().begin(),
                                   entry.inputs.flags().end());
       for (const std::string &flag : entry.inputs.flags()) {
-        if (holders.find(flag) == holders.end())
-          seen_order.push_back(flag);
+        if (holders.find(flag) == holders.end()) seen_order.push_back(flag);
       }
-      for (const std::string &flag : flags)
-        ++holders[flag];
+      for (const std::string &flag : flags) ++holders[flag];
       drift.versions_differ |= entry.inputs.compiler_version() !=
                                keys.front().inputs.compiler_version();
       drift.targets_differ |= entry.inputs.platform_target() !=
                               keys.front().inputs.platform_target();
     }
     for (const std::string &flag : seen_order) {
-      if (holders[flag] != keys.size())
-        drift.differing_flags.push_back(flag);
+      if (holders[flag] != keys.size()) drift.differing_flags.push_back(flag);
     }
     drift.keys = std::move(keys);
     drifts.push_back(std::move(drift));
@@ -170,4 +172,4 @@ std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached) {
   return drifts;
 }
 
-} // namespace neffd
+}  // namespace neffd

@@ -63,11 +63,21 @@ struct FlagDifference {
 FlagDifference DiffFlags(const v1::KeyInputsRecord &cached,
                          const v1::KeyInputsRecord &now);
 
+// What differs between two records of the same input, each side named by
+// its label: "flags differing: -O1 (cached) vs -O3 (now); compiler version
+// 2.18 (cached) vs 2.19 (now)". Empty when flags, compiler version and
+// platform target all agree. ExplainMiss's wording, for callers that compare
+// other pairs (`neffctl why` on a cached key).
+std::string DescribeDifference(const v1::KeyInputsRecord &a,
+                               absl::string_view a_label,
+                               const v1::KeyInputsRecord &b,
+                               absl::string_view b_label);
+
 // An input (by sha256) cached under more than one key.
 struct Drift {
   std::string input_sha256;
   uint64_t input_size = 0;
-  std::vector<CachedKey> keys; // sorted by key
+  std::vector<CachedKey> keys;  // sorted by key
   // Flags not shared by every key's record, in first-seen order.
   std::vector<std::string> differing_flags;
   // Set when the keys' compiler versions or platform targets differ.
@@ -77,6 +87,6 @@ struct Drift {
 // Every input cached under two or more keys, ordered by input sha256.
 std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_CLIENT_EXPLAIN_H_
+#endif  // NEFFD_CLIENT_EXPLAIN_H_
