@@ -11,17 +11,16 @@
 namespace neffd {
 namespace {
 
-// Long hex digests are shortened in one-line messages, as git does.
-std::string Short(absl::string_view hex) {
-  return hex.size() > 12 ? absl::StrCat(hex.substr(0, 12), "…")
-                         : std::string(hex);
-}
-
 std::string JoinOrNone(const std::vector<std::string> &flags) {
   return flags.empty() ? "(none)" : absl::StrJoin(flags, " ");
 }
 
 }  // namespace
+
+std::string ShortHex(absl::string_view hex) {
+  return hex.size() > 12 ? absl::StrCat(hex.substr(0, 12), "…")
+                         : std::string(hex);
+}
 
 std::string MissRecordPath(absl::string_view local_dir, absl::string_view key) {
   return absl::StrCat(local_dir, "/neffcc/misses/", key, ".json");
@@ -92,7 +91,7 @@ std::string DescribeDifference(const v1::KeyInputsRecord &a,
 
 std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
                         const std::vector<CachedKey> &cached) {
-  const std::string prefix = absl::StrCat("miss ", Short(key), ": ");
+  const std::string prefix = absl::StrCat("miss ", ShortHex(key), ": ");
   const CachedKey *closest = nullptr;
   size_t closest_distance = 0;
   for (const CachedKey &candidate : cached) {
@@ -115,7 +114,7 @@ std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
   }
   if (closest == nullptr) {
     return absl::StrCat(prefix, "no cached entry has the same input (sha256 ",
-                        Short(now.input_sha256()), ", ", now.input_size(),
+                        ShortHex(now.input_sha256()), ", ", now.input_size(),
                         " bytes)");
   }
   std::string difference =
@@ -125,7 +124,7 @@ std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
     // (another neffd version) or the record is incomplete.
     difference = "identical recorded inputs (key derivation differs)";
   }
-  return absl::StrCat(prefix, "same input cached as ", Short(closest->key),
+  return absl::StrCat(prefix, "same input cached as ", ShortHex(closest->key),
                       " with ", difference);
 }
 

@@ -33,6 +33,10 @@ inline constexpr char kKeyInputsMetadata[] = "key_inputs";
 // this host, written before it compiles.
 std::string MissRecordPath(absl::string_view local_dir, absl::string_view key);
 
+// A digest or key shortened for one-line messages, as git does:
+// "3f2a0b1c9d8e…" (12 characters and an ellipsis); short ones unchanged.
+std::string ShortHex(absl::string_view hex);
+
 // Compact JSON (protobuf's JSON mapping, proto field names).
 std::string KeyInputsToJson(const v1::KeyInputsRecord &record);
 // InvalidArgument naming what is wrong for anything that is not a record.

@@ -65,6 +65,11 @@ google::protobuf::Value Num(double n) {
   return v;
 }
 
+std::string IdText(const v1::EntryId& id) {
+  return absl::StrCat(id.namespace_(), "/", id.compiler_version(), "/",
+                      id.key());
+}
+
 std::string HumanBytes(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = bytes;
@@ -100,20 +105,30 @@ std::string Ago(int64_t unix_ms) {
   return HumanDuration(absl::Now() - absl::FromUnixMillis(unix_ms)) + " ago";
 }
 
+namespace {
+
+// Columns line up on a terminal: count characters, not UTF-8 bytes ("…").
+size_t DisplayWidth(const std::string& cell) {
+  return std::count_if(cell.begin(), cell.end(),
+                       [](char c) { return (c & 0xC0) != 0x80; });
+}
+
+}  // namespace
+
 void PrintTable(const std::vector<std::vector<std::string>>& rows,
                 const std::vector<size_t>& right) {
   std::vector<size_t> width;
   for (const auto& row : rows) {
     if (width.size() < row.size()) width.resize(row.size(), 0);
     for (size_t i = 0; i < row.size(); ++i) {
-      width[i] = std::max(width[i], row[i].size());
+      width[i] = std::max(width[i], DisplayWidth(row[i]));
     }
   }
   for (const auto& row : rows) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
       const bool last = i + 1 == row.size();
-      const std::string pad(width[i] - row[i].size(), ' ');
+      const std::string pad(width[i] - DisplayWidth(row[i]), ' ');
       const bool r = std::find(right.begin(), right.end(), i) != right.end();
       absl::StrAppend(&line, r ? pad : "", row[i], r || last ? "" : pad,
                       last ? "" : "  ");

@@ -8,6 +8,7 @@
 #define NEFFD_CLIENT_NEFFCTL_CTL_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -40,6 +41,8 @@ void PrintFields(std::initializer_list<Field> fields);
 google::protobuf::Value Str(const std::string& s);
 google::protobuf::Value Num(double n);
 
+// "neff/2.19.1/KEY".
+std::string IdText(const v1::EntryId& id);
 // "1.5 GiB", "312 B".
 std::string HumanBytes(uint64_t bytes);
 // "850ms", "42s", "3m12s", "5h03m", "2d04h".
@@ -97,6 +100,12 @@ class Ctl {
   int Health(const std::string& service);
   int Config();
 
+  // Key-input reports (why_commands.cc): why KEY got its own key, and which
+  // inputs are cached under several keys. `compiler_version` may be empty.
+  int Why(const std::string& ns, const std::string& key,
+          const std::string& compiler_version);
+  int Drift(const std::string& ns, const std::string& compiler_version);
+
  private:
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
   int PublishStaged(const EntryKey& id, const v1::Lease& lease,
@@ -106,6 +115,10 @@ class Ctl {
   // One page of `ls` as a table; `header` on the first.
   void PrintEntries(const v1::ListEntriesRequest& request,
                     const v1::ListEntriesResponse& response, bool header);
+
+  // Every entry of this host's index matching `filter`, page by page.
+  int ForEachListed(const v1::ListEntriesRequest& filter,
+                    const std::function<void(const v1::EntryInfo&)>& each);
 
   // Rows per ListEntries page: about 2 MB on the wire.
   static constexpr uint32_t kListPageSize = 10000;

@@ -17,11 +17,14 @@
 //   neffctl [--address A] [--json] gc --max-size BYTES [--older-than AGE]
 //                                     [--dry-run] [--namespace NS]
 //   neffctl [--address A] [--json] import DIR [--clear-stale-locks]
+//   neffctl [--address A] [--json] why NS KEY [--compiler_version V]
+//   neffctl [--address A] [--json] drift [--compiler_version V]
+//                                        [--namespace NS]
 //
 // Flags may be spelled with '-' or '_'. Exit codes: 0 success or hit, 1 miss
 // (or a recorded failure / lock timeout / nothing to evict / no such entry /
-// health NOT_SERVING), 2 bad input or usage (one line on stderr), 3 daemon
-// unreachable, 4 the daemon failed the operation.
+// health NOT_SERVING / no record of a key's inputs), 2 bad input or usage (one
+// line on stderr), 3 daemon unreachable, 4 the daemon failed the operation.
 #include <string>
 #include <vector>
 
@@ -71,7 +74,8 @@ constexpr char kUsage[] =
     "[--locked] [--sort key|size|last_access] [--limit N] | locks | drain | "
     "undrain | health [--service S] | config | verify [--all] | gc "
     "--max-size BYTES [--older-than AGE] [--dry-run] | import DIR "
-    "[--clear-stale-locks]";
+    "[--clear-stale-locks] | why NS KEY [--compiler_version V] | drift "
+    "[--compiler_version V]";
 
 // absl flags are identifiers; accept the dashed spellings users type.
 std::vector<std::string> NormaliseFlags(int argc, char** argv) {
@@ -225,6 +229,14 @@ int Main(int argc, char** argv) {
                                    "' is not a duration (e.g. 7d, 12h)"));
     }
     return ctl.Gc(ns, max_size, older_than, absl::GetFlag(FLAGS_dry_run));
+  }
+  if (command == "why") {
+    if (positional != 2) return Complain(kBadInput, "why takes NS KEY");
+    return ctl.Why(args[2], args[3], absl::GetFlag(FLAGS_compiler_version));
+  }
+  if (command == "drift") {
+    if (positional != 0) return Complain(kBadInput, "drift takes no arguments");
+    return ctl.Drift(ns, absl::GetFlag(FLAGS_compiler_version));
   }
   if (command == "import") {
     if (positional != 1) return Complain(kBadInput, "import takes one DIR");

@@ -16,11 +16,6 @@ std::string HolderText(const v1::Holder& h) {
                       h.rank() >= 0 ? absl::StrCat(" rank ", h.rank()) : "");
 }
 
-std::string IdText(const v1::EntryId& id) {
-  return absl::StrCat(id.namespace_(), "/", id.compiler_version(), "/",
-                      id.key());
-}
-
 }  // namespace
 
 int Ctl::List(const v1::ListEntriesRequest& request) {

@@ -222,7 +222,8 @@ bool DaemonProcess::Start() {
 }
 
 absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,
-                           const std::string& bytes) {
+                           const std::string& bytes,
+                           const std::map<std::string, std::string>& metadata) {
   v1::LockRequest lock;
   *lock.mutable_id() = id;
   lock.set_wait(true);
@@ -240,6 +241,7 @@ absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,
   publish.set_inline_bytes(bytes);
   publish.set_size(bytes.size());
   publish.set_sha256(Sha256Hex(bytes));
+  publish.mutable_metadata()->insert(metadata.begin(), metadata.end());
   v1::PublishResponse published;
   grpc::ClientContext c2;
   grpc::Status status = stub.Publish(&c2, publish, &published);

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,10 +70,13 @@ struct CommandResult {
 CommandResult RunCommand(std::vector<std::string> argv,
                          std::vector<std::string> env = {});
 
-// Takes the lock on `id` and publishes `bytes` inline, as a rank would.
-// AlreadyExists if the entry was cached (the lock answered READY).
-absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,
-                           const std::string& bytes);
+// Takes the lock on `id` and publishes `bytes` inline with `metadata`, as a
+// rank would. AlreadyExists if the entry was cached (the lock answered
+// READY).
+absl::Status PublishInline(
+    v1::CompileCache::Stub& stub, const v1::EntryId& id,
+    const std::string& bytes,
+    const std::map<std::string, std::string>& metadata = {});
 
 class DaemonProcess {
  public:
