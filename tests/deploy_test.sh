@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # deploy/: the unit passes `systemd-analyze verify` with no warning (with
 # ExecStart pointed at the built neffd), install.sh and the env file are
-# valid shell, and the tmpfiles.d lines have six fields.
+# valid shell, the tmpfiles.d lines have six fields, and
+# `install.sh --client-only` into a scratch prefix lays out what a job needs
+# (neffcc and its masquerade directory, libneffclient.so + neffclient.h, the
+# Python module, the PATH line), or refuses in one line when a built file is
+# missing.
 set -euo pipefail
 runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 tmp="${TEST_TMPDIR}/deploy"
@@ -39,4 +43,62 @@ for p in systemd prometheus python3-grpcio python3-grpc-tools; do
   grep -qw "$p" "$runfiles/deploy/install-deps.sh" ||
     { echo "install-deps.sh lacks $p"; exit 1; }
 done
+# install.sh reads built files from --bin-dir in bazel-bin's layout.
+module=neffclient.cpython-311-x86_64-linux-gnu.so
+bin="$tmp/bin"
+mkdir -p "$bin/client/shared" "$bin/client/python"
+cp "$runfiles/client/neffctl" "$bin/client/"
+cp "$runfiles/client/shared/libneffclient.so" "$bin/client/shared/"
+cp "$runfiles/client/python/$module" "$bin/client/python/"
+install_client() {  # PREFIX: install there, the Python module in PREFIX/py
+  bash "$runfiles/deploy/install.sh" --no-build --client-only \
+    --prefix "$1" --python-dir "$1/py" --bin-dir "$bin"
+}
+
+if out=$(install_client "$tmp/none" 2>&1); then
+  echo "install.sh succeeded without neffcc: $out"; exit 1
+fi
+[[ "$out" == *"$bin/client/neffcc is missing"* && "$out" != *$'\n'* ]] ||
+  { echo "install.sh without neffcc said: $out"; exit 1; }
+[[ ! -e "$tmp/none" ]] || { echo "install.sh without neffcc installed files"; exit 1; }
+
+# The real neffcc once //client:neffcc is in this test's data; until then an
+# executable stand-in shows where it goes.
+if [[ -x "$runfiles/client/neffcc" ]]; then
+  cp "$runfiles/client/neffcc" "$bin/client/"
+else
+  printf '#!/bin/sh\necho stand-in neffcc\n' >"$bin/client/neffcc"
+  chmod 0755 "$bin/client/neffcc"
+fi
+prefix="$tmp/prefix"
+out=$(install_client "$prefix")
+for f in bin/neffcc bin/neffctl lib/libneffclient.so include/neffclient.h \
+    "py/$module" share/doc/neffd/INTEGRATION.md; do
+  [[ -f "$prefix/$f" ]] || { echo "install.sh did not install $f"; exit 1; }
+done
+cmp -s "$prefix/include/neffclient.h" "$runfiles/client/neffclient.h" ||
+  { echo "installed neffclient.h differs"; exit 1; }
+[[ "$(tail -1 <<<"$out")" == "export PATH=$prefix/lib/neffd/bin:\$PATH" ]] ||
+  { echo "install.sh did not end with the PATH line: $out"; exit 1; }
+# A job that adds the line runs neffcc as neuronx-cc.
+found=$(eval "$(tail -1 <<<"$out")"; command -v neuronx-cc)
+[[ "$found" == "$prefix/lib/neffd/bin/neuronx-cc" && -L "$found" &&
+  "$(readlink -f "$found")" == "$(readlink -f "$prefix/bin/neffcc")" ]] ||
+  { echo "neuronx-cc on the job's PATH is $found, not neffcc"; exit 1; }
+for symbol in neff_client_new neff_get_or_compile neff_lookup neff_free; do
+  nm -D --defined-only "$prefix/lib/libneffclient.so" | grep -qw "$symbol" ||
+    { echo "libneffclient.so does not export $symbol"; exit 1; }
+done
+# The system python3 (uninstrumented) imports the module from where it was
+# installed; a sanitizer build needs its runtimes preloaded.
+preload=$(ldd "$prefix/py/$module" | awk '/lib(a|ub)san/ {print $3}' |
+  paste -sd: -)
+where=$(env ${preload:+LD_PRELOAD=$preload} \
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+  PYTHONPATH="$prefix/py" /usr/bin/python3 -c \
+  'import neffclient; print(neffclient.__file__)')
+[[ "$where" == "$prefix/py/$module" ]] ||
+  { echo "import neffclient found '$where'"; exit 1; }
+# Idempotent: a second run over the first succeeds.
+install_client "$prefix" >/dev/null
 echo PASS
