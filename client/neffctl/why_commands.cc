@@ -50,6 +50,54 @@ std::vector<CachedKey> AsCachedKeys(const std::vector<Recorded>& recorded) {
   return out;
 }
 
+// Fills the report's same-input keys and its first line. A cached key is
+// compared as "this key" with the "other" keys of its input; a key that
+// missed as "now" with the "cached" ones, in NEFFD_EXPLAIN's words.
+void CompareWithSameInput(const std::vector<Recorded>& recorded,
+                          v1::WhyReport* report) {
+  const v1::KeyInputsRecord& now = report->inputs();
+  const std::string& key = report->id().key();
+  const bool cached = report->cached();
+  for (const Recorded& r : recorded) {
+    if (r.id.key() == key || r.inputs.input_sha256() != now.input_sha256()) {
+      continue;
+    }
+    v1::SameInputKey* same = report->add_same_input();
+    *same->mutable_id() = r.id;
+    *same->mutable_inputs() = r.inputs;
+    const FlagDifference diff = DiffFlags(r.inputs, now);
+    for (const std::string& f : diff.only_in_cached) {
+      same->add_flags_only_in_other(f);
+    }
+    for (const std::string& f : diff.only_in_now) {
+      same->add_flags_only_in_this(f);
+    }
+    same->set_difference(DescribeDifference(r.inputs,
+                                            cached ? "other" : "cached", now,
+                                            cached ? "this key" : "now"));
+  }
+  const int n = report->same_input_size();
+  report->set_explanation(
+      cached ? absl::StrCat(IdText(report->id()), " is cached; ", n,
+                            " other cached key", n == 1 ? " has" : "s have",
+                            " the same input")
+             : ExplainMiss(key, now, AsCachedKeys(recorded)));
+}
+
+void PrintWhy(const v1::WhyReport& report) {
+  std::printf("%s\n", report.explanation().c_str());
+  std::printf("inputs (from %s): %s\n", report.record_source().c_str(),
+              InputsText(report.inputs()).c_str());
+  if (report.same_input_size() == 0) return;
+  std::vector<std::vector<std::string>> rows = {{"SAME INPUT", "DIFFERENCE"}};
+  for (const v1::SameInputKey& same : report.same_input()) {
+    rows.push_back({IdText(same.id()), same.difference().empty()
+                                           ? "identical recorded inputs"
+                                           : same.difference()});
+  }
+  PrintTable(rows);
+}
+
 }  // namespace
 
 int Ctl::ForEachListed(const v1::ListEntriesRequest& filter,
@@ -160,48 +208,12 @@ int Ctl::Why(const std::string& ns, const std::string& key,
     report.set_record_source(miss_record);
   }
 
-  const v1::KeyInputsRecord& now = report.inputs();
-  const char* other_label = report.cached() ? "other" : "cached";
-  const char* this_label = report.cached() ? "this key" : "now";
-  for (const Recorded& r : recorded) {
-    if (r.id.key() == key || r.inputs.input_sha256() != now.input_sha256()) {
-      continue;
-    }
-    v1::SameInputKey* same = report.add_same_input();
-    *same->mutable_id() = r.id;
-    *same->mutable_inputs() = r.inputs;
-    const FlagDifference diff = DiffFlags(r.inputs, now);
-    for (const std::string& f : diff.only_in_cached) {
-      same->add_flags_only_in_other(f);
-    }
-    for (const std::string& f : diff.only_in_now)
-      same->add_flags_only_in_this(f);
-    same->set_difference(
-        DescribeDifference(r.inputs, other_label, now, this_label));
-  }
-  report.set_explanation(
-      report.cached()
-          ? absl::StrCat(IdText(report.id()), " is cached; ",
-                         report.same_input_size(), " other cached key",
-                         report.same_input_size() == 1 ? " has" : "s have",
-                         " the same input")
-          : ExplainMiss(key, now, AsCachedKeys(recorded)));
-
+  CompareWithSameInput(recorded, &report);
   if (json_) {
     PrintJson(report);
-    return kOk;
+  } else {
+    PrintWhy(report);
   }
-  std::printf("%s\n", report.explanation().c_str());
-  std::printf("inputs (from %s): %s\n", report.record_source().c_str(),
-              InputsText(now).c_str());
-  if (report.same_input_size() == 0) return kOk;
-  std::vector<std::vector<std::string>> rows = {{"SAME INPUT", "DIFFERENCE"}};
-  for (const v1::SameInputKey& same : report.same_input()) {
-    rows.push_back({IdText(same.id()), same.difference().empty()
-                                           ? "identical recorded inputs"
-                                           : same.difference()});
-  }
-  PrintTable(rows);
   return kOk;
 }
 
