@@ -114,8 +114,8 @@ int Compile(const std::vector<std::string>& args) {
   }
   const char* size_env = std::getenv("FAKE_NEURONX_CC_NEFF_BYTES");
   const size_t size = size_env ? std::strtoull(size_env, nullptr, 10) : 4096;
-  const std::string neff = NeffBytes(
-      neffd::Sha256Hex(bytes.str() + "\nflags:" + code_flags), size);
+  const std::string neff =
+      NeffBytes(neffd::Sha256Hex(bytes.str() + "\nflags:" + code_flags), size);
   std::ofstream out(output, std::ios::binary | std::ios::trunc);
   if (!out.write(neff.data(), neff.size()) || !out.flush()) {
     std::fprintf(stderr, "ERROR: cannot write %s\n", output.c_str());

@@ -81,7 +81,8 @@ class NeffccTest : public ::testing::Test {
     std::string output;
   };
   Call NewCall(const std::string& graph) {
-    const std::string dir = absl::StrCat(root_, "/work/", ++calls_, "-", rand());
+    const std::string dir =
+        absl::StrCat(root_, "/work/", ++calls_, "-", rand());
     EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
     Call call{dir + "/model.MODULE_" + graph + "+4fd1c.hlo_module.pb",
               dir + "/model.MODULE_" + graph + "+4fd1c.neff"};
@@ -91,10 +92,14 @@ class NeffccTest : public ::testing::Test {
 
   std::vector<std::string> Argv(const Call& call,
                                 std::vector<std::string> extra = {}) const {
-    std::vector<std::string> argv = {
-        root_ + "/mask/neuronx-cc", "compile", "--target=trn1",
-        "--framework=XLA",          call.input, "--output",
-        call.output,                "--verbose=35"};
+    std::vector<std::string> argv = {root_ + "/mask/neuronx-cc",
+                                     "compile",
+                                     "--target=trn1",
+                                     "--framework=XLA",
+                                     call.input,
+                                     "--output",
+                                     call.output,
+                                     "--verbose=35"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
@@ -143,8 +148,7 @@ TEST_F(NeffccTest, TwentyFourCallsOverThreeGraphsCompileThreeTimes) {
       std::vector<std::string> extra;
       if (round == 1) extra = {"--logfile", calls.back().output + ".log"};
       processes.push_back(std::make_unique<Process>(
-          Argv(calls.back(), extra),
-          Env({"FAKE_NEURONX_CC_SLEEP_MS=300"})));
+          Argv(calls.back(), extra), Env({"FAKE_NEURONX_CC_SLEEP_MS=300"})));
     }
     for (int i = 0; i < 24; ++i) {
       ASSERT_EQ(processes[i]->Wait(), 0) << processes[i]->Stderr();
@@ -178,11 +182,10 @@ TEST_F(NeffccTest, ACodeFlagCompilesAnewAndExplainNamesIt) {
       RunCommand(Argv(optimized, {"-O2"}), Env({"NEFFD_EXPLAIN=1"}));
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(Runs(), 2);
-  EXPECT_TRUE(absl::StrContains(
-      second.err, "same input cached as"))
+  EXPECT_TRUE(absl::StrContains(second.err, "same input cached as"))
       << second.err;
-  EXPECT_TRUE(absl::StrContains(second.err,
-                                "flags differing: (none) (cached) vs -O2 (now)"))
+  EXPECT_TRUE(absl::StrContains(
+      second.err, "flags differing: (none) (cached) vs -O2 (now)"))
       << second.err;
   ExpectOwnNeff(optimized, Reference(optimized, {"-O2"}));
   EXPECT_FALSE(ReadFile(optimized.output) == ReadFile(plain.output));
@@ -209,8 +212,10 @@ TEST_F(NeffccTest, SwitchesAndPassThrough) {
   // Not cached, not allowed to compile: a distinct exit and the key.
   CommandResult refused = RunCommand(Argv(call), Env({"NEFFD_NO_COMPILE=1"}));
   EXPECT_EQ(refused.exit_code, 75) << refused.err;
-  EXPECT_TRUE(absl::StrContains(refused.err, "NEFFD_NO_COMPILE=1")) << refused.err;
-  EXPECT_TRUE(absl::StrContains(refused.err, "no cached entry has the same input"))
+  EXPECT_TRUE(absl::StrContains(refused.err, "NEFFD_NO_COMPILE=1"))
+      << refused.err;
+  EXPECT_TRUE(
+      absl::StrContains(refused.err, "no cached entry has the same input"))
       << refused.err;
   EXPECT_EQ(Runs(), 0);
 
@@ -224,7 +229,8 @@ TEST_F(NeffccTest, SwitchesAndPassThrough) {
 
   // Cached now: NEFFD_NO_COMPILE=1 is a hit.
   ASSERT_EQ(RunCommand(Argv(call), Env()).exit_code, 0);
-  CommandResult hit = RunCommand(Argv(NewCall("7777")), Env({"NEFFD_NO_COMPILE=1"}));
+  CommandResult hit =
+      RunCommand(Argv(NewCall("7777")), Env({"NEFFD_NO_COMPILE=1"}));
   EXPECT_EQ(hit.exit_code, 0) << hit.err;
   EXPECT_EQ(Runs(), 3);
 
@@ -266,10 +272,10 @@ TEST_F(NeffccTest, WithoutTheDaemonEightCallsCompileOnce) {
 // The way libneuronxla runs the compiler: subprocess.run on "neuronx-cc"
 // found through PATH, in the work directory.
 TEST_F(NeffccTest, PythonSubprocessAsLibneuronxla) {
-  CommandResult r = RunCommand(
-      {"/usr/bin/python3", Runfile("tests/neffcc_libneuronxla.py"),
-       root_ + "/work"},
-      Env());
+  CommandResult r =
+      RunCommand({"/usr/bin/python3", Runfile("tests/neffcc_libneuronxla.py"),
+                  root_ + "/work"},
+                 Env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(LastLine(r.out), "OK 8 calls") << r.out << r.err;
   EXPECT_EQ(Runs(), 2);

@@ -46,8 +46,7 @@ bool FromDaemon(const CacheClientOptions& options,
   return true;
 }
 
-void FromStore(const CacheClientOptions& options,
-               std::vector<CachedKey>& out) {
+void FromStore(const CacheClientOptions& options, std::vector<CachedKey>& out) {
   StoreOptions store_options;
   store_options.root = options.neff_cache_dir;
   store_options.host_id = options.host;

@@ -32,9 +32,7 @@ struct Item {
   bool value_may_be_input = false;
 };
 
-bool IsFlag(absl::string_view arg) {
-  return arg.size() > 1 && arg[0] == '-';
-}
+bool IsFlag(absl::string_view arg) { return arg.size() > 1 && arg[0] == '-'; }
 
 std::vector<Item> SplitItems(absl::Span<const std::string> args) {
   std::vector<Item> items;
@@ -73,10 +71,9 @@ absl::StatusOr<NeffccArgs> ParseNeffccArgs(absl::Span<const std::string> argv) {
   }
   if (argv.size() < 2 || BaseName(argv[1]) != kCompilerName) {
     return absl::InvalidArgumentError(
-        argv.size() < 2
-            ? std::string(kUsage)
-            : absl::StrCat("'", argv[1], "' is not ", kCompilerName, "; ",
-                           kUsage));
+        argv.size() < 2 ? std::string(kUsage)
+                        : absl::StrCat("'", argv[1], "' is not ", kCompilerName,
+                                       "; ", kUsage));
   }
   if (absl::StrContains(argv[1], '/')) out.explicit_compiler = argv[1];
   out.compiler_args.assign(argv.begin() + 2, argv.end());

@@ -40,8 +40,8 @@ inline constexpr char kCompilerName[] = "neuronx-cc";
 
 // Not part of the key: they name where the compiler writes, or set how much
 // it says.
-inline constexpr absl::string_view kUnkeyedFlags[] = {
-    "--output", "--logfile", "--workdir", "--verbose"};
+inline constexpr absl::string_view kUnkeyedFlags[] = {"--output", "--logfile",
+                                                      "--workdir", "--verbose"};
 
 // neuronx-cc compile options that take a value (neuronx-cc compile --help).
 inline constexpr absl::string_view kValueFlags[] = {
@@ -77,9 +77,9 @@ struct NeffccArgs {
 absl::StatusOr<NeffccArgs> ParseNeffccArgs(absl::Span<const std::string> argv);
 
 struct CompileCommand {
-  std::string input;        // as given (relative to the working directory)
-  std::string output;       // --output's value
-  std::string target;       // --target's value; empty if not given
+  std::string input;   // as given (relative to the working directory)
+  std::string output;  // --output's value
+  std::string target;  // --target's value; empty if not given
   // The keyed flags, canonical: "--f=v" or a bare flag, in order.
   std::vector<std::string> key_flags;
 };

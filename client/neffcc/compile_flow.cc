@@ -14,9 +14,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/explain.h"
 #include "client/neffcc/cached_inputs.h"
@@ -57,9 +57,9 @@ absl::Status PlaceOutput(const std::string& source, const std::string& target) {
       slash == std::string::npos ? "." : target.substr(0, slash);
   const std::string temp = absl::StrCat(
       dir, "/",
-      UniqueTempName(slash == std::string::npos ? target
-                                                : target.substr(slash + 1),
-                     "neffcc"));
+      UniqueTempName(
+          slash == std::string::npos ? target : target.substr(slash + 1),
+          "neffcc"));
   UniqueFd out(open(temp.c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                     0666));
@@ -137,8 +137,8 @@ void WriteMissRecord(const CacheClientOptions& client, absl::string_view key,
   const std::string path = MissRecordPath(client.local_dir, key);
   const std::string dir = path.substr(0, path.rfind('/'));
   if (!MakeDirs(dir).ok()) return;
-  (void)WriteFileAtomically(dir, path.substr(dir.size() + 1), json,
-                            client.host, /*durable=*/false);
+  (void)WriteFileAtomically(dir, path.substr(dir.size() + 1), json, client.host,
+                            /*durable=*/false);
 }
 
 }  // namespace
@@ -158,9 +158,8 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
   absl::StatusOr<std::string> input = ReadInput(options.command.input);
   if (!input.ok()) return input.status();
   const std::string flags = absl::StrJoin(options.command.key_flags, " ");
-  absl::StatusOr<std::string> key =
-      client.DeriveKey(*input, flags, options.compiler_version,
-                       options.command.target);
+  absl::StatusOr<std::string> key = client.DeriveKey(
+      *input, flags, options.compiler_version, options.command.target);
   if (!key.ok()) return key.status();
   absl::StatusOr<std::optional<CacheResult>> found =
       client.Lookup(kNamespace, options.compiler_version, *key);
@@ -197,7 +196,8 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
   auto compile = [&](const CompileJob& job) {
     compiled_here = true;
     std::vector<std::string> argv = {options.compiler};
-    for (std::string& arg : WithOutput(options.compiler_args, job.output_path)) {
+    for (std::string& arg :
+         WithOutput(options.compiler_args, job.output_path)) {
       argv.push_back(std::move(arg));
     }
     absl::StatusOr<CompilerRun> run = RunCompiler(argv, /*pass_through=*/true);
@@ -205,10 +205,10 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
     compiler_status = run->wait_status;
     return CompileResult::FromWaitStatus(
         run->wait_status,
-        absl::StrCat(kExitStatusLine, WIFEXITED(run->wait_status)
-                                          ? WEXITSTATUS(run->wait_status)
-                                          : 1,
-                     "\n", run->output));
+        absl::StrCat(
+            kExitStatusLine,
+            WIFEXITED(run->wait_status) ? WEXITSTATUS(run->wait_status) : 1,
+            "\n", run->output));
   };
   absl::StatusOr<CacheResult> result =
       client.GetOrCompile(kNamespace, options.compiler_version, *key, compile,

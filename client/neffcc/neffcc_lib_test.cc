@@ -27,7 +27,8 @@ std::vector<std::string> Args(std::initializer_list<const char*> args) {
 }
 
 TEST(CommandLineTest, MasqueradeAndExplicitForms) {
-  auto masquerade = ParseNeffccArgs(Args({"/opt/mask/neuronx-cc", "--version"}));
+  auto masquerade =
+      ParseNeffccArgs(Args({"/opt/mask/neuronx-cc", "--version"}));
   ASSERT_TRUE(masquerade.ok());
   EXPECT_EQ(masquerade->explicit_compiler, "");
   EXPECT_THAT(masquerade->compiler_args, ElementsAre("--version"));
@@ -114,10 +115,9 @@ TEST(FailureLogTest, ExitStatusRoundTrips) {
 class RealCompilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = absl::StrCat(getenv("TEST_TMPDIR"), "/",
-                         ::testing::UnitTest::GetInstance()
-                             ->current_test_info()
-                             ->name());
+    root_ = absl::StrCat(
+        getenv("TEST_TMPDIR"), "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     ASSERT_TRUE(MakeDirs(root_ + "/mask").ok());
     ASSERT_TRUE(MakeDirs(root_ + "/real").ok());
   }
@@ -148,16 +148,16 @@ TEST_F(RealCompilerTest, SkipsEveryPathThatResolvesToItself) {
   std::ofstream(self) << "#!/bin/sh\n";
   ASSERT_EQ(chmod(self.c_str(), 0755), 0);
   ASSERT_EQ(symlink(self.c_str(), (root_ + "/link").c_str()), 0);
-  ASSERT_EQ(symlink((root_ + "/link").c_str(),
-                    (root_ + "/mask/neuronx-cc").c_str()),
-            0);
+  ASSERT_EQ(
+      symlink((root_ + "/link").c_str(), (root_ + "/mask/neuronx-cc").c_str()),
+      0);
   const std::string path_env = absl::StrCat(root_, "/mask:", root_, "/real");
   absl::StatusOr<std::string> none =
       FindRealCompiler("", "neuronx-cc", path_env, self);
   EXPECT_TRUE(absl::IsNotFound(none.status())) << none.status();
-  EXPECT_FALSE(FindRealCompiler(root_ + "/mask/neuronx-cc", "neuronx-cc",
-                                path_env, self)
-                   .ok());
+  EXPECT_FALSE(
+      FindRealCompiler(root_ + "/mask/neuronx-cc", "neuronx-cc", path_env, self)
+          .ok());
 
   WriteCompiler(root_ + "/real/neuronx-cc", "2.19.8089.0+8ab9f450");
   absl::StatusOr<std::string> found =

@@ -44,9 +44,9 @@ std::vector<char*> CArgv(const std::vector<std::string>& argv) {
 
 // What a cached version is valid for: the resolved file's size and mtime.
 std::string FileStamp(const struct stat& st) {
-  return absl::StrCat(st.st_size, " ",
-                      int64_t{st.st_mtim.tv_sec} * 1000000000 +
-                          st.st_mtim.tv_nsec);
+  return absl::StrCat(
+      st.st_size, " ",
+      int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec);
 }
 
 // Keeps the last kMaxCapturedBytes of what is appended.
@@ -72,8 +72,8 @@ absl::StatusOr<std::string> FindRealCompiler(absl::string_view configured,
           absl::StrCat("the compiler ", path, " is not an executable file"));
     }
     if (RealPath(path) == self) {
-      return absl::NotFoundError(absl::StrCat(
-          "the compiler ", path, " is neffcc itself, not ", name));
+      return absl::NotFoundError(
+          absl::StrCat("the compiler ", path, " is neffcc itself, not ", name));
     }
     return path;
   }
@@ -127,8 +127,9 @@ absl::StatusOr<std::string> CompilerVersion(const std::string& compiler,
   }
   absl::StatusOr<std::string> version = ParseCompilerVersion(run->output);
   if (!version.ok()) {
-    return absl::Status(version.status().code(),
-                        absl::StrCat(compiler, ": ", version.status().message()));
+    return absl::Status(
+        version.status().code(),
+        absl::StrCat(compiler, ": ", version.status().message()));
   }
   if (MakeDirs(cache_dir).ok()) {
     (void)WriteFileAtomically(cache_dir, cache_name,
