@@ -8,6 +8,7 @@
 // the figures are medians of wall time per call (process start included).
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,7 +25,8 @@
 #include "bench/bench_util.h"
 #include "tests/harness/process.h"
 
-ABSL_FLAG(std::vector<std::string>, sizes_mib, {"1", "64", "512"},
+ABSL_FLAG(std::vector<std::string>, sizes_mib,
+          std::vector<std::string>({"1", "64", "512"}),
           "NEFF sizes for the hit comparison");
 ABSL_FLAG(int, runs, 11, "repetitions of each measurement");
 ABSL_FLAG(int, compile_ms, 200, "how long the fake compiler takes");
@@ -35,9 +37,14 @@ extern char** environ;
 namespace neffd::bench {
 namespace {
 
+struct Timing {
+  double wall_ms = 0;
+  double cpu_ms = 0;  // user + system of the process (not of the daemon)
+};
+
 // Runs `argv` with `env` added to this process's environment, output
-// discarded; returns the wall time in ms, or exits on a failed run.
-double TimedRun(const std::vector<std::string>& argv,
+// discarded, and times it; exits on a failed run.
+Timing TimedRun(const std::vector<std::string>& argv,
                 const std::vector<std::string>& env) {
   std::vector<std::string> full_env;
   for (char** e = environ; *e != nullptr; ++e) full_env.push_back(*e);
@@ -61,15 +68,40 @@ double TimedRun(const std::vector<std::string>& argv,
     std::exit(1);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
-  const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  struct rusage usage {};
+  wait4(pid, &status, 0, &usage);
+  Timing timing;
+  timing.wall_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  timing.cpu_ms =
+      absl::ToDoubleMilliseconds(absl::DurationFromTimeval(usage.ru_utime) +
+                                 absl::DurationFromTimeval(usage.ru_stime));
   posix_spawn_file_actions_destroy(&actions);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "%s failed (status %d)\n", argv[0].c_str(), status);
     std::exit(1);
   }
-  return ms;
+  return timing;
 }
+
+// Medians of both sides of a comparison.
+class Comparison {
+ public:
+  void Add(const Timing& neffcc, const Timing& baseline) {
+    wall_[0].push_back(neffcc.wall_ms);
+    wall_[1].push_back(baseline.wall_ms);
+    cpu_[0].push_back(neffcc.cpu_ms);
+    cpu_[1].push_back(baseline.cpu_ms);
+  }
+  void Print(const std::string& name, const std::string& baseline) const {
+    const double n = Median(wall_[0]), b = Median(wall_[1]);
+    std::printf("| %s | %.1f | %s %.1f | %.2f | %+.1f | %.1f / %.1f |\n",
+                name.c_str(), n, baseline.c_str(), b, n / b, n - b,
+                Median(cpu_[0]), Median(cpu_[1]));
+  }
+
+ private:
+  std::vector<double> wall_[2], cpu_[2];
+};
 
 struct Setup {
   std::string root;
@@ -98,35 +130,33 @@ void HitRow(const Setup& s, int size_mib, int runs) {
   const std::string input = NewInput(s, absl::StrCat("hit", size_mib));
   const std::string first = s.root + "/first.neff";
   TimedRun(CompileArgv(s.neffcc, input, first), env);  // the miss
-  std::vector<double> neffcc, cp;
+  Comparison hits;
   for (int i = 0; i < runs; ++i) {
     const std::string out = s.root + "/out.neff";
-    cp.push_back(TimedRun({"/bin/cp", first, out}, {}));
+    const Timing cp = TimedRun({"/bin/cp", first, out}, {});
     unlink(out.c_str());
-    neffcc.push_back(TimedRun(CompileArgv(s.neffcc, input, out), env));
+    hits.Add(TimedRun(CompileArgv(s.neffcc, input, out), env), cp);
     unlink(out.c_str());
   }
   unlink(first.c_str());
-  const double n = Median(neffcc), c = Median(cp);
-  std::printf("| hit, %d MiB NEFF | %.1f | cp %.1f | %.2f | %+.1f |\n",
-              size_mib, n, c, n / c, n - c);
+  hits.Print(absl::StrCat("hit, ", size_mib, " MiB NEFF"), "cp");
 }
 
 void MissRow(const Setup& s, int compile_ms, int runs) {
   const std::vector<std::string> env = {
       absl::StrCat("FAKE_NEURONX_CC_SLEEP_MS=", compile_ms)};
-  std::vector<double> neffcc, direct;
+  Comparison misses;
   for (int i = 0; i < runs; ++i) {
     const std::string out = s.root + "/miss.neff";
-    direct.push_back(TimedRun(
+    const Timing direct = TimedRun(
         CompileArgv(s.compiler, NewInput(s, absl::StrCat("direct", i)), out),
-        env));
-    neffcc.push_back(TimedRun(
-        CompileArgv(s.neffcc, NewInput(s, absl::StrCat("miss", i)), out), env));
+        env);
+    misses.Add(TimedRun(CompileArgv(s.neffcc,
+                                    NewInput(s, absl::StrCat("miss", i)), out),
+                        env),
+               direct);
   }
-  const double n = Median(neffcc), d = Median(direct);
-  std::printf("| miss, %d ms compile | %.1f | direct %.1f | %.3f | %+.1f |\n",
-              compile_ms, n, d, n / d, n - d);
+  misses.Print(absl::StrCat("miss, ", compile_ms, " ms compile"), "direct");
 }
 
 int Main(int argc, char** argv) {
@@ -140,10 +170,14 @@ int Main(int argc, char** argv) {
                  daemon.process().Stderr().c_str());
     return 1;
   }
-  mkdir((s.root + "/mask").c_str(), 0755);
   s.neffcc = s.root + "/mask/neuronx-cc";
   s.compiler = testing::Runfile("tests/fake_neuronx_cc");
-  symlink(testing::Runfile("client/neffcc").c_str(), s.neffcc.c_str());
+  if (mkdir((s.root + "/mask").c_str(), 0755) != 0 ||
+      symlink(testing::Runfile("client/neffcc").c_str(), s.neffcc.c_str()) !=
+          0) {
+    std::perror("creating the masquerade directory");
+    return 1;
+  }
   setenv("NEFFD_REAL_COMPILER", s.compiler.c_str(), 1);
   setenv("NEFFD_ADDRESS", daemon.address().c_str(), 1);
   setenv("TORCH_NEURONX_NEFF_CACHE_DIR", daemon.neff_dir().c_str(), 1);
@@ -154,9 +188,14 @@ int Main(int argc, char** argv) {
   std::printf("Machine: %s; %s; load average %s before.\n",
               MachineDescription().c_str(), NowUtc().c_str(),
               LoadAverage().c_str());
-  std::printf("Medians of %d runs, wall ms per call.\n\n", runs);
-  std::printf("| case | neffcc ms | baseline ms | ratio | difference ms |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf(
+      "Medians of %d runs, wall ms per call; CPU ms is user + system of the "
+      "called process and its children (neffcc's include the compiler's).\n\n",
+      runs);
+  std::printf(
+      "| case | neffcc ms | baseline ms | ratio | difference ms | CPU ms "
+      "neffcc / baseline |\n");
+  std::printf("|---|---|---|---|---|---|\n");
   for (const std::string& size : absl::GetFlag(FLAGS_sizes_mib)) {
     HitRow(s, std::stoi(size), runs);
   }

@@ -15,9 +15,11 @@
 //   FAKE_NEURONX_CC_RUNS      a file that gets one line per compile (counted
 //                             by the tests; one O_APPEND write each)
 //   FAKE_NEURONX_CC_SLEEP_MS  how long a compile takes
+//   FAKE_NEURONX_CC_CRASH     if set, the compile kills itself (SIGKILL)
 // An input containing FAIL_THIS_GRAPH fails: an error on stderr, "Compiler
 // status ERROR" on stdout, exit 70.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -102,6 +104,7 @@ int Compile(const std::vector<std::string>& args) {
   }
   std::printf("Compiling %s\n", input.c_str());
   std::fflush(stdout);
+  if (std::getenv("FAKE_NEURONX_CC_CRASH") != nullptr) raise(SIGKILL);
   if (const char* ms = std::getenv("FAKE_NEURONX_CC_SLEEP_MS")) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
   }

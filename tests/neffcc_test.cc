@@ -205,6 +205,24 @@ TEST_F(NeffccTest, AFailingGraphCompilesOnceAndEveryCallerGetsItsError) {
         << p->Stderr();
   }
   EXPECT_EQ(Runs(), 1);
+  // Recorded: later callers get it too, without a compile.
+  Call later = NewCall("6666");
+  WriteFile(later.input, "HloModule FAIL_THIS_GRAPH\n");
+  CommandResult again = RunCommand(Argv(later), Env());
+  EXPECT_EQ(again.exit_code, 70);
+  EXPECT_TRUE(absl::StrContains(again.err, "unsupported operator"))
+      << again.err;
+  EXPECT_EQ(Runs(), 1);
+}
+
+TEST_F(NeffccTest, AKilledCompilerIsNotRecorded) {
+  Call call = NewCall("6767");
+  CommandResult killed =
+      RunCommand(Argv(call), Env({"FAKE_NEURONX_CC_CRASH=1"}));
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  CommandResult next = RunCommand(Argv(NewCall("6767")), Env());
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(Runs(), 2);
 }
 
 TEST_F(NeffccTest, SwitchesAndPassThrough) {
