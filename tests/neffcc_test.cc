@@ -285,6 +285,12 @@ TEST_F(NeffccTest, WithoutTheDaemonEightCallsCompileOnce) {
     ExpectOwnNeff(calls[i], Reference(calls[i]));
   }
   EXPECT_EQ(Runs(), 1);
+  // Without the daemon a miss is explained from the store's records.
+  CommandResult optimized =
+      RunCommand(Argv(NewCall("8888"), {"-O2"}), Env({"NEFFD_EXPLAIN=1"}));
+  EXPECT_EQ(optimized.exit_code, 0) << optimized.err;
+  EXPECT_TRUE(absl::StrContains(optimized.err, "vs -O2 (now)"))
+      << optimized.err;
 }
 
 // The way libneuronxla runs the compiler: subprocess.run on "neuronx-cc"
