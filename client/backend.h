@@ -18,6 +18,7 @@
 #ifndef NEFFD_CLIENT_BACKEND_H_
 #define NEFFD_CLIENT_BACKEND_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -36,9 +37,10 @@ class Lease {
   virtual ~Lease() = default;
 
   // Installs the whole file `path` (with `content`'s size and sha256) as the
-  // entry and ends the lease.
-  virtual absl::StatusOr<v1::Entry> Publish(const std::string& path,
-                                            const CopyResult& content) = 0;
+  // entry, with `metadata` in its done record, and ends the lease.
+  virtual absl::StatusOr<v1::Entry> Publish(
+      const std::string& path, const CopyResult& content,
+      const std::map<std::string, std::string>& metadata) = 0;
 
   // Records a deterministic compile failure with the compiler's `log` and
   // ends the lease; returns the failure as waiters see it (with its

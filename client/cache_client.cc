@@ -146,6 +146,7 @@ CacheClientOptions CacheClientOptions::FromEnv(const config::EnvSnapshot& env) {
 struct CacheClient::Call {
   const EntryKey id;
   const CompileFn& compile_fn;
+  const PublishMetadata& metadata;
   bool fallback = false;  // the daemon failed during this call
   bool counted_fallback = false;
 };
@@ -290,11 +291,12 @@ absl::StatusOr<v1::LookupResponse> CacheClient::LookupEntry(Call& call) {
 
 absl::StatusOr<CacheResult> CacheClient::GetOrCompile(
     absl::string_view ns, absl::string_view compiler_version,
-    absl::string_view key, const CompileFn& compile_fn) {
+    absl::string_view key, const CompileFn& compile_fn,
+    const PublishMetadata& metadata) {
   absl::StatusOr<EntryKey> id = EntryKey::Parse(ns, compiler_version, key);
   if (!id.ok()) return id.status();
   Count([](CacheCounters& c) { ++c.lookups; });
-  Call call{*id, compile_fn, !options_.use_daemon};
+  Call call{*id, compile_fn, metadata, !options_.use_daemon};
   absl::StatusOr<CacheResult> result;
   if (!CacheEnabled(*id)) {
     result = CompileUncached(call, "");
@@ -326,7 +328,8 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::Lookup(
   if (!CacheEnabled(*id)) return std::nullopt;
   Count([](CacheCounters& c) { ++c.lookups; });
   const CompileFn none;
-  Call call{*id, none, !options_.use_daemon};
+  const PublishMetadata no_metadata;
+  Call call{*id, none, no_metadata, !options_.use_daemon};
   absl::StatusOr<v1::LookupResponse> found = LookupEntry(call);
   if (!found.ok()) return found.status();
   switch (found->result()) {
@@ -483,7 +486,7 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
   absl::StatusOr<CopyResult> content = AdoptOrCompile(call, *dir, lease.get());
   if (!content.ok()) return content.status();
   absl::StatusOr<v1::Entry> entry =
-      lease->Publish(dir->output_path(), *content);
+      lease->Publish(dir->output_path(), *content, call.metadata);
   if (entry.ok()) {
     return Finish(
         call, *dir,
@@ -516,7 +519,7 @@ absl::StatusOr<CacheResult> CacheClient::CompileThenTryPublish(Call& call) {
   }
   if (answer.ok() && answer->outcome == v1::LockResponse::GRANTED) {
     absl::StatusOr<v1::Entry> entry =
-        answer->lease->Publish(dir->output_path(), *content);
+        answer->lease->Publish(dir->output_path(), *content, call.metadata);
     if (entry.ok()) {
       return Finish(
           call, *dir,

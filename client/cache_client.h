@@ -52,6 +52,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -142,6 +143,11 @@ struct CompileResult {
 
 using CompileFn = std::function<CompileResult(const CompileJob &)>;
 
+// Recorded with a published entry (model.done, the daemon's index,
+// ListEntries); kKeyInputsMetadata (store/store.h) is also written into the
+// entry directory as compile_flags.json.
+using PublishMetadata = std::map<std::string, std::string>;
+
 struct CacheResult {
   enum class Source {
     kHit,       // in the cache when asked
@@ -195,11 +201,11 @@ class CacheClient {
   // See the file comment. InvalidArgument for a bad namespace, version or
   // key; kAborted with a CompileFailure for a compile failure; kCancelled
   // when compile_fn was cancelled. The daemon's absence or a lock timeout is
-  // never an error.
-  absl::StatusOr<CacheResult> GetOrCompile(absl::string_view ns,
-                                           absl::string_view compiler_version,
-                                           absl::string_view key,
-                                           const CompileFn &compile_fn);
+  // never an error. `metadata` goes with the entry if this call publishes it.
+  absl::StatusOr<CacheResult> GetOrCompile(
+      absl::string_view ns, absl::string_view compiler_version,
+      absl::string_view key, const CompileFn &compile_fn,
+      const PublishMetadata &metadata = {});
 
   // The entry if it is cached, nullopt on a miss (or when that namespace's
   // cache is disabled), a CompileFailure error while a recorded failure is

@@ -124,13 +124,15 @@ class DaemonBackend::DaemonLease : public Lease {
         Context(backend_->options_.call_timeout).get(), request, &ignored);
   }
 
-  absl::StatusOr<v1::Entry> Publish(const std::string& path,
-                                    const CopyResult& content) override {
+  absl::StatusOr<v1::Entry> Publish(
+      const std::string& path, const CopyResult& content,
+      const std::map<std::string, std::string>& metadata) override {
     v1::PublishRequest request;
     request.set_lease_id(lease_.lease_id());
     *request.mutable_id() = id_.ToProto();
     request.set_size(content.size);
     request.set_sha256(content.sha256);
+    request.mutable_metadata()->insert(metadata.begin(), metadata.end());
     std::string staged;
     if (id_.ns() == Namespace::kHlo &&
         content.size <= backend_->options_.max_inline_bytes) {

@@ -23,11 +23,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/neffd/v1/records.pb.h"
+#include "store/store.h"
 
 namespace neffd {
 
-// The metadata key (Publish metadata, model.done) holding the record's JSON.
-inline constexpr char kKeyInputsMetadata[] = "key_inputs";
+// The metadata key (Publish metadata, model.done) holding the record's JSON
+// is kKeyInputsMetadata (store/store.h): the store also writes that value
+// into the entry directory as compile_flags.json.
 
 // {local_dir}/neffcc/misses/{key}.json: the inputs of a key that missed on
 // this host, written before it compiles.

@@ -16,13 +16,14 @@ class FilesystemBackend::FsLease : public Lease {
         lock_(std::move(lock)),
         host_(std::move(host)) {}
 
-  absl::StatusOr<v1::Entry> Publish(const std::string& path,
-                                    const CopyResult& content) override {
+  absl::StatusOr<v1::Entry> Publish(
+      const std::string& path, const CopyResult& content,
+      const std::map<std::string, std::string>& metadata) override {
     UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid()) return ErrnoStatus(errno, "opening " + path);
     absl::StatusOr<PublishResult> published = store_->PublishFromFd(
         id_, fd.get(), content.size, content.sha256,
-        Producer{host_, static_cast<int64_t>(getpid())}, {});
+        Producer{host_, static_cast<int64_t>(getpid())}, metadata);
     if (!published.ok()) return published.status();
     lock_.Release();
     return published->stored.entry;

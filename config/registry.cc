@@ -307,6 +307,21 @@ std::vector<VarSpec> MakeRegistry() {
       Var(kNeffdSection, "NEFFD_ADDRESS", Type::kString, Rule::kAddress,
           "unix:/run/neffd/neffd.sock", kNeffd,
           "Address of the neffd daemon (unix:PATH or 127.0.0.1:PORT)"),
+      Var(kNeffdSection, "NEFFD_REAL_COMPILER", Type::kPath,
+          Rule::kAbsolutePath, nullptr, kClient,
+          "The real `neuronx-cc` that `neffcc` (the compiler drop-in) runs "
+          "on a miss. When unset, the first `neuronx-cc` on `PATH` that is "
+          "not `neffcc` itself."),
+      Bool(kNeffdSection, "NEFFD_DISABLE", "false", kClient,
+           "When `1`, `neffcc` runs the real compiler unchanged, without "
+           "the cache."),
+      Bool(kNeffdSection, "NEFFD_NO_COMPILE", "false", kClient,
+           "When `1`, a cache miss in `neffcc` is an error (exit 75, with "
+           "the key and why it missed on stderr) instead of a compile."),
+      Bool(kNeffdSection, "NEFFD_EXPLAIN", "false", kClient,
+           "When `1`, each cache miss in `neffcc` writes one stderr line "
+           "saying whether the same input is cached and which flags, "
+           "compiler version or platform target differ."),
       Var(kNeffdSection, "JOURNAL_STREAM", Type::kString, Rule::kAnyString,
           nullptr, kNeffd,
           "Set by systemd when stderr goes to the journal; neffd then starts "

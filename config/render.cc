@@ -100,12 +100,12 @@ constexpr absl::string_view kMarkdownHeader = R"(# Configuration
      stale. -->
 
 Every environment variable that neffd, its client library (libneffclient,
-neffctl), the Neuron allocator and torch-neuronx read is listed here, with its
-type, default, validation and the components that read it. The registry in
-`config/registry.cc` is the only parser of these variables: the daemon and the
-client read their settings through `config/env.h` and nowhere else. The
-specification is `torch-neuronx-env-vars.rst`; `NEFFD_ADDRESS` and `RANK` are
-added for neffd.
+neffctl, neffcc), the Neuron allocator and torch-neuronx read is listed here,
+with its type, default, validation and the components that read it. The
+registry in `config/registry.cc` is the only parser of these variables: the
+daemon and the client read their settings through `config/env.h` and nowhere
+else. The specification is `torch-neuronx-env-vars.rst`; `NEFFD_ADDRESS`, `RANK` and
+neffcc's `NEFFD_*` switches are added for neffd.
 
 ## How values are read
 

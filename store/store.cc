@@ -263,6 +263,16 @@ absl::StatusOr<PublishResult> Store::Publish(
   done.set_compiler_version(id.compiler_version());
   done.set_key(id.key());
   done.mutable_metadata()->insert(md.begin(), md.end());
+  // Before model.done, so a complete entry always has it; not durable, like
+  // model.done (losing it loses only an explanation).
+  if (auto inputs = md.find(kKeyInputsMetadata); inputs != md.end()) {
+    if (absl::Status s =
+            WriteFileAtomically(dir, kKeyInputsFileName, inputs->second,
+                                options_.host_id, /*durable=*/false);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (absl::Status s = WriteDone(id, done); !s.ok()) return s;
   unlink(absl::StrCat(dir, "/", kLogName).c_str());
   return PublishResult{

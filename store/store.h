@@ -7,8 +7,11 @@
 //
 //   {root}/neuronxcc-{version}/MODULE_{key}/
 //       model.neff | model.hlo      the artifact (written first, by rename)
+//       compile_flags.json          the key-inputs record, when the
+//                                   publisher gave one (kKeyInputsMetadata)
 //       model.done                  DoneRecord as JSON (written last, by
-//       rename) model.log                   a recorded compile failure
+//                                   rename)
+//       model.log                   a recorded compile failure
 //   {root}/quarantine/              damaged entries, each with a `reason` file
 //
 // Everything Find returns was verified (size, and sha256 once per file
@@ -45,6 +48,12 @@
 #include "store/lock_paths.h"
 
 namespace neffd {
+
+// Publish metadata whose value (the key-inputs record of client/explain.h,
+// JSON) Publish also writes beside the artifact as kKeyInputsFileName, for
+// people and tools that read the store without the daemon.
+inline constexpr char kKeyInputsMetadata[] = "key_inputs";
+inline constexpr char kKeyInputsFileName[] = "compile_flags.json";
 
 struct StoreOptions {
   std::string root;

@@ -1,0 +1,147 @@
+// A stand-in for the real neuronx-cc with the same command line, for neffcc's
+// tests and benchmark:
+//
+//   fake_neuronx_cc --version
+//       NeuronX Compiler version 2.19.8089.0+8ab9f450
+//   fake_neuronx_cc compile --target=trn1 --framework=XLA INPUT
+//       --output OUT [--logfile F] [--workdir D] [--verbose=35] [-O2] ...
+//
+// A compile writes OUT: FAKE_NEURONX_CC_NEFF_BYTES (default 4096) bytes
+// derived only from the input's bytes and the flags that change code (every
+// flag but --output, --logfile, --workdir and --verbose), so two compiles of
+// the same graph give the same NEFF and -O2 gives another. It prints
+// "Compiler status PASS" last, like the real one. Controlled by the
+// environment:
+//   FAKE_NEURONX_CC_RUNS      a file that gets one line per compile (counted
+//                             by the tests; one O_APPEND write each)
+//   FAKE_NEURONX_CC_SLEEP_MS  how long a compile takes
+//   FAKE_NEURONX_CC_CRASH     if set, the compile kills itself (SIGKILL)
+// An input containing FAIL_THIS_GRAPH fails: an error on stderr, "Compiler
+// status ERROR" on stdout, exit 70.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/digest.h"
+
+namespace {
+
+constexpr char kFailMarker[] = "FAIL_THIS_GRAPH";
+constexpr int kExitCompileError = 70;
+
+bool HasPrefix(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool IsUnkeyed(const std::string& flag) {
+  for (const char* name : {"--output", "--logfile", "--workdir", "--verbose"}) {
+    if (flag == name || HasPrefix(flag, std::string(name) + "=")) return true;
+  }
+  return false;
+}
+
+// splitmix64: deterministic bytes from a seed, fast enough for 512 MiB.
+std::string NeffBytes(const std::string& seed_hex, size_t size) {
+  uint64_t state = std::strtoull(seed_hex.substr(0, 16).c_str(), nullptr, 16);
+  std::string out(size, '\0');
+  for (size_t i = 0; i < size; i += 8) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    std::memcpy(&out[i], &z, std::min<size_t>(8, size - i));
+  }
+  return out;
+}
+
+int Compile(const std::vector<std::string>& args) {
+  std::string input, output, logfile, code_flags;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    const bool spaced = (arg == "--output" || arg == "--logfile" ||
+                         arg == "--workdir" || arg == "--verbose") &&
+                        i + 1 < args.size();
+    const std::string value =
+        spaced ? args[i + 1] : arg.substr(arg.find('=') + 1);
+    if (arg == "--output" || HasPrefix(arg, "--output=")) output = value;
+    if (arg == "--logfile" || HasPrefix(arg, "--logfile=")) logfile = value;
+    if (spaced) {
+      ++i;
+    } else if (arg[0] != '-') {
+      input = arg;
+    } else if (!IsUnkeyed(arg)) {
+      code_flags += arg + " ";
+    }
+  }
+  if (input.empty() || output.empty()) {
+    std::fprintf(stderr, "ERROR: usage: compile INPUT --output OUT\n");
+    return 2;
+  }
+  std::ifstream in(input, std::ios::binary);
+  std::ostringstream bytes;
+  if (!in || !(bytes << in.rdbuf())) {
+    std::fprintf(stderr, "ERROR: cannot read %s\n", input.c_str());
+    return 2;
+  }
+  if (const char* runs = std::getenv("FAKE_NEURONX_CC_RUNS")) {
+    const std::string line = "compile " + input + "\n";
+    const int fd = open(runs, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      (void)!write(fd, line.data(), line.size());
+      close(fd);
+    }
+  }
+  std::printf("Compiling %s\n", input.c_str());
+  std::fflush(stdout);
+  if (std::getenv("FAKE_NEURONX_CC_CRASH") != nullptr) raise(SIGKILL);
+  if (const char* ms = std::getenv("FAKE_NEURONX_CC_SLEEP_MS")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+  }
+  if (bytes.str().find(kFailMarker) != std::string::npos) {
+    std::fprintf(stderr,
+                 "ERROR 70: [NCC_EUOC002] unsupported operator in graph %s\n",
+                 input.c_str());
+    std::printf("Compiler status ERROR\n");
+    return kExitCompileError;
+  }
+  const char* size_env = std::getenv("FAKE_NEURONX_CC_NEFF_BYTES");
+  const size_t size = size_env ? std::strtoull(size_env, nullptr, 10) : 4096;
+  const std::string neff =
+      NeffBytes(neffd::Sha256Hex(bytes.str() + "\nflags:" + code_flags), size);
+  std::ofstream out(output, std::ios::binary | std::ios::trunc);
+  if (!out.write(neff.data(), neff.size()) || !out.flush()) {
+    std::fprintf(stderr, "ERROR: cannot write %s\n", output.c_str());
+    return 1;
+  }
+  if (!logfile.empty()) std::ofstream(logfile) << "compiled " << input << "\n";
+  std::printf("Compiler status PASS\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fprintf(stderr, "usage: neuronx-cc <command> [options]\n");
+    return 2;
+  }
+  if (args[0] == "--version") {
+    std::printf("NeuronX Compiler version 2.19.8089.0+8ab9f450\n");
+    return 0;
+  }
+  if (args[0] == "compile") return Compile(args);
+  std::printf("fake neuronx-cc: %s\n", args[0].c_str());
+  return 0;
+}

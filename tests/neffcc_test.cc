@@ -1,0 +1,309 @@
+// neffcc masquerading as neuronx-cc (issue 17), end to end: a directory early
+// on PATH holds a neuronx-cc symlink to the real //client:neffcc, the real
+// compiler later on PATH is tests/fake_neuronx_cc (which counts its
+// compiles), and a real neffd from the harness serves the cache. Calls are
+// made the way libneuronxla makes them, each in its own work directory.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/explain.h"
+#include "gtest/gtest.h"
+#include "tests/harness/cluster.h"
+#include "tests/harness/process.h"
+
+namespace neffd::testing {
+namespace {
+
+constexpr char kVersionDir[] = "neuronxcc-2.19.8089.0+8ab9f450";
+
+std::string LastLine(const std::string& text) {
+  std::vector<std::string> lines =
+      absl::StrSplit(text, '\n', absl::SkipEmpty());
+  return lines.empty() ? "" : lines.back();
+}
+
+class NeffccTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = NewTempDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    for (const char* dir : {"/mask", "/real", "/work"}) {
+      ASSERT_EQ(mkdir((root_ + dir).c_str(), 0755), 0);
+    }
+    ASSERT_EQ(symlink(Runfile("client/neffcc").c_str(),
+                      (root_ + "/mask/neuronx-cc").c_str()),
+              0);
+    ASSERT_EQ(symlink(Runfile("tests/fake_neuronx_cc").c_str(),
+                      (root_ + "/real/neuronx-cc").c_str()),
+              0);
+    daemon_ = std::make_unique<DaemonProcess>(root_);
+    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
+  }
+
+  // A rank's environment: the masquerade first on PATH, then the compiler;
+  // `more` adds or replaces variables.
+  std::vector<std::string> Env(std::vector<std::string> more = {}) const {
+    std::vector<std::string> env = {
+        absl::StrCat("PATH=", root_, "/mask:", root_, "/real:/usr/bin:/bin"),
+        "NEFFD_ADDRESS=" + daemon_->address(),
+        "TORCH_NEURONX_NEFF_CACHE_DIR=" + root_ + "/neff",
+        "TORCH_NEURONX_HLO_CACHE_DIR=" + root_ + "/hlo",
+        "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root_ + "/local",
+        "TORCH_NEURONX_DEBUG_DIR=" + root_ + "/debug",
+        "FAKE_NEURONX_CC_RUNS=" + runs_file(),
+    };
+    for (std::string& entry : more) {
+      const std::string name = entry.substr(0, entry.find('=') + 1);
+      auto same = std::find_if(env.begin(), env.end(), [&](const auto& e) {
+        return absl::StartsWith(e, name);
+      });
+      if (same != env.end()) env.erase(same);
+      env.push_back(std::move(entry));
+    }
+    return env;
+  }
+
+  // libneuronxla's layout: a fresh work directory per compile, the graph in
+  // model.MODULE_<hash>+<flagshash>.hlo_module.pb.
+  struct Call {
+    std::string input;
+    std::string output;
+  };
+  Call NewCall(const std::string& graph) {
+    const std::string dir =
+        absl::StrCat(root_, "/work/", ++calls_, "-", rand());
+    EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
+    Call call{dir + "/model.MODULE_" + graph + "+4fd1c.hlo_module.pb",
+              dir + "/model.MODULE_" + graph + "+4fd1c.neff"};
+    WriteFile(call.input, absl::StrCat("HloModule ", graph, "\n"));
+    return call;
+  }
+
+  std::vector<std::string> Argv(const Call& call,
+                                std::vector<std::string> extra = {}) const {
+    std::vector<std::string> argv = {root_ + "/mask/neuronx-cc",
+                                     "compile",
+                                     "--target=trn1",
+                                     "--framework=XLA",
+                                     call.input,
+                                     "--output",
+                                     call.output,
+                                     "--verbose=35"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
+  // What the compiler itself makes of `call` (run directly, not counted).
+  std::string Reference(const Call& call, std::vector<std::string> extra = {}) {
+    const std::string out = call.output + ".reference";
+    std::vector<std::string> argv = {Runfile("tests/fake_neuronx_cc"),
+                                     "compile",
+                                     "--target=trn1",
+                                     "--framework=XLA",
+                                     call.input,
+                                     "--output",
+                                     out};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    CommandResult r = RunCommand(argv, {"FAKE_NEURONX_CC_RUNS=/dev/null"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return ReadFile(out);
+  }
+
+  // The caller got its own regular file with the compiler's bytes.
+  void ExpectOwnNeff(const Call& call, const std::string& expected) {
+    struct stat st;
+    ASSERT_EQ(lstat(call.output.c_str(), &st), 0) << call.output;
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << call.output << " is not a file";
+    EXPECT_EQ(st.st_nlink, 1u) << call.output << " is linked";
+    EXPECT_TRUE(ReadFile(call.output) == expected) << call.output;
+  }
+
+  int Runs() const { return ReadLines(runs_file()).size(); }
+  std::string runs_file() const { return root_ + "/runs.txt"; }
+
+  std::string root_;
+  int calls_ = 0;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(NeffccTest, TwentyFourCallsOverThreeGraphsCompileThreeTimes) {
+  const std::vector<std::string> graphs = {"1111", "2222", "3333"};
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Call> calls;
+    std::vector<std::unique_ptr<Process>> processes;
+    for (int i = 0; i < 24; ++i) {
+      calls.push_back(NewCall(graphs[i % 3]));
+      // The second round logs elsewhere: not part of the key.
+      std::vector<std::string> extra;
+      if (round == 1) extra = {"--logfile", calls.back().output + ".log"};
+      processes.push_back(std::make_unique<Process>(
+          Argv(calls.back(), extra), Env({"FAKE_NEURONX_CC_SLEEP_MS=300"})));
+    }
+    for (int i = 0; i < 24; ++i) {
+      ASSERT_EQ(processes[i]->Wait(), 0) << processes[i]->Stderr();
+      EXPECT_EQ(LastLine(processes[i]->Stdout()), "Compiler status PASS");
+      ExpectOwnNeff(calls[i], Reference(calls[i]));
+    }
+    EXPECT_EQ(Runs(), 3) << "round " << round;
+  }
+  // Each entry carries its key inputs, without the unkeyed flags.
+  const std::string version_dir = root_ + "/neff/" + kVersionDir;
+  int records = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(version_dir)) {
+    absl::StatusOr<v1::KeyInputsRecord> record = KeyInputsFromJson(
+        ReadFile(entry.path().string() + "/compile_flags.json"));
+    ASSERT_TRUE(record.ok()) << entry.path();
+    EXPECT_EQ(absl::StrJoin(record->flags(), " "),
+              "--target=trn1 --framework=XLA");
+    EXPECT_EQ(record->platform_target(), "trn1");
+    EXPECT_EQ(record->input_size(), 15u);  // "HloModule 1111\n"
+    ++records;
+  }
+  EXPECT_EQ(records, 3);
+}
+
+TEST_F(NeffccTest, ACodeFlagCompilesAnewAndExplainNamesIt) {
+  Call plain = NewCall("5555");
+  CommandResult first = RunCommand(Argv(plain), Env());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  Call optimized = NewCall("5555");
+  CommandResult second =
+      RunCommand(Argv(optimized, {"-O2"}), Env({"NEFFD_EXPLAIN=1"}));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(Runs(), 2);
+  EXPECT_TRUE(absl::StrContains(second.err, "same input cached as"))
+      << second.err;
+  EXPECT_TRUE(absl::StrContains(
+      second.err, "flags differing: (none) (cached) vs -O2 (now)"))
+      << second.err;
+  ExpectOwnNeff(optimized, Reference(optimized, {"-O2"}));
+  EXPECT_FALSE(ReadFile(optimized.output) == ReadFile(plain.output));
+}
+
+TEST_F(NeffccTest, AFailingGraphCompilesOnceAndEveryCallerGetsItsError) {
+  std::vector<std::unique_ptr<Process>> processes;
+  for (int i = 0; i < 8; ++i) {
+    Call call = NewCall("6666");
+    WriteFile(call.input, "HloModule FAIL_THIS_GRAPH\n");
+    processes.push_back(std::make_unique<Process>(
+        Argv(call), Env({"FAKE_NEURONX_CC_SLEEP_MS=500"})));
+  }
+  for (auto& p : processes) {
+    EXPECT_EQ(p->Wait(), 70) << p->Stderr();
+    EXPECT_TRUE(absl::StrContains(p->Stderr(), "unsupported operator"))
+        << p->Stderr();
+  }
+  EXPECT_EQ(Runs(), 1);
+  // Recorded: later callers get it too, without a compile.
+  Call later = NewCall("6666");
+  WriteFile(later.input, "HloModule FAIL_THIS_GRAPH\n");
+  CommandResult again = RunCommand(Argv(later), Env());
+  EXPECT_EQ(again.exit_code, 70);
+  EXPECT_TRUE(absl::StrContains(again.err, "unsupported operator"))
+      << again.err;
+  EXPECT_EQ(Runs(), 1);
+}
+
+TEST_F(NeffccTest, AKilledCompilerIsNotRecorded) {
+  Call call = NewCall("6767");
+  CommandResult killed =
+      RunCommand(Argv(call), Env({"FAKE_NEURONX_CC_CRASH=1"}));
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  CommandResult next = RunCommand(Argv(NewCall("6767")), Env());
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(Runs(), 2);
+}
+
+TEST_F(NeffccTest, SwitchesAndPassThrough) {
+  Call call = NewCall("7777");
+  // Not cached, not allowed to compile: a distinct exit and the key.
+  CommandResult refused = RunCommand(Argv(call), Env({"NEFFD_NO_COMPILE=1"}));
+  EXPECT_EQ(refused.exit_code, 75) << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.err, "NEFFD_NO_COMPILE=1"))
+      << refused.err;
+  EXPECT_TRUE(
+      absl::StrContains(refused.err, "no cached entry has the same input"))
+      << refused.err;
+  EXPECT_EQ(Runs(), 0);
+
+  // Disabled: the real compiler, every time.
+  for (int i = 0; i < 2; ++i) {
+    CommandResult disabled = RunCommand(Argv(call), Env({"NEFFD_DISABLE=1"}));
+    EXPECT_EQ(disabled.exit_code, 0) << disabled.err;
+  }
+  EXPECT_EQ(Runs(), 2);
+  ExpectOwnNeff(call, Reference(call));
+
+  // Cached now: NEFFD_NO_COMPILE=1 is a hit.
+  ASSERT_EQ(RunCommand(Argv(call), Env()).exit_code, 0);
+  CommandResult hit =
+      RunCommand(Argv(NewCall("7777")), Env({"NEFFD_NO_COMPILE=1"}));
+  EXPECT_EQ(hit.exit_code, 0) << hit.err;
+  EXPECT_EQ(Runs(), 3);
+
+  CommandResult version =
+      RunCommand({root_ + "/mask/neuronx-cc", "--version"}, Env());
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out, "NeuronX Compiler version 2.19.8089.0+8ab9f450\n");
+
+  // Only neffcc on PATH, through two masquerade directories: no loop.
+  ASSERT_EQ(mkdir((root_ + "/mask2").c_str(), 0755), 0);
+  ASSERT_EQ(symlink((root_ + "/mask/neuronx-cc").c_str(),
+                    (root_ + "/mask2/neuronx-cc").c_str()),
+            0);
+  CommandResult lost = RunCommand(
+      Argv(call),
+      Env({absl::StrCat("PATH=", root_, "/mask2:", root_, "/mask:/usr/bin")}));
+  EXPECT_EQ(lost.exit_code, 127);
+  EXPECT_EQ(std::count(lost.err.begin(), lost.err.end(), '\n'), 1) << lost.err;
+  EXPECT_TRUE(absl::StrContains(lost.err, "no real neuronx-cc")) << lost.err;
+}
+
+TEST_F(NeffccTest, WithoutTheDaemonEightCallsCompileOnce) {
+  daemon_->Signal(SIGKILL);
+  daemon_->Wait();
+  std::vector<Call> calls;
+  std::vector<std::unique_ptr<Process>> processes;
+  for (int i = 0; i < 8; ++i) {
+    calls.push_back(NewCall("8888"));
+    processes.push_back(std::make_unique<Process>(
+        Argv(calls.back()), Env({"FAKE_NEURONX_CC_SLEEP_MS=300"})));
+  }
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(processes[i]->Wait(), 0) << processes[i]->Stderr();
+    ExpectOwnNeff(calls[i], Reference(calls[i]));
+  }
+  EXPECT_EQ(Runs(), 1);
+  // Without the daemon a miss is explained from the store's records.
+  CommandResult optimized =
+      RunCommand(Argv(NewCall("8888"), {"-O2"}), Env({"NEFFD_EXPLAIN=1"}));
+  EXPECT_EQ(optimized.exit_code, 0) << optimized.err;
+  EXPECT_TRUE(absl::StrContains(optimized.err, "vs -O2 (now)"))
+      << optimized.err;
+}
+
+// The way libneuronxla runs the compiler: subprocess.run on "neuronx-cc"
+// found through PATH, in the work directory.
+TEST_F(NeffccTest, PythonSubprocessAsLibneuronxla) {
+  CommandResult r =
+      RunCommand({"/usr/bin/python3", Runfile("tests/neffcc_libneuronxla.py"),
+                  root_ + "/work"},
+                 Env());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(LastLine(r.out), "OK 8 calls") << r.out << r.err;
+  EXPECT_EQ(Runs(), 2);
+}
+
+}  // namespace
+}  // namespace neffd::testing
