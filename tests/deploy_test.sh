@@ -62,14 +62,7 @@ fi
   { echo "install.sh without neffcc said: $out"; exit 1; }
 [[ ! -e "$tmp/none" ]] || { echo "install.sh without neffcc installed files"; exit 1; }
 
-# The real neffcc once //client:neffcc is in this test's data; until then an
-# executable stand-in shows where it goes.
-if [[ -x "$runfiles/client/neffcc" ]]; then
-  cp "$runfiles/client/neffcc" "$bin/client/"
-else
-  printf '#!/bin/sh\necho stand-in neffcc\n' >"$bin/client/neffcc"
-  chmod 0755 "$bin/client/neffcc"
-fi
+cp "$runfiles/client/neffcc" "$bin/client/"
 prefix="$tmp/prefix"
 out=$(install_client "$prefix")
 for f in bin/neffcc bin/neffctl lib/libneffclient.so include/neffclient.h \
