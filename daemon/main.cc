@@ -54,6 +54,12 @@ ABSL_FLAG(std::string, max_cache_size, "0",
           "run gc every --gc_interval seconds to keep the neff store under "
           "this many bytes (0: off)");
 ABSL_FLAG(int64_t, gc_interval, 600, "seconds between periodic gc runs");
+ABSL_FLAG(double, access_journal_grain, 600,
+          "cluster gc: seconds by which this host's record of serving an "
+          "entry ({cache_dir}/.access/{host_id}) may lag");
+ABSL_FLAG(double, access_journal_spacing, 10,
+          "cluster gc: least seconds between rewrites of this host's access "
+          "journal");
 ABSL_FLAG(bool, local_tier, true,
           "serve neff entries from a verified copy in {local_dir}/tier");
 ABSL_FLAG(std::string, local_tier_bytes, "0",
@@ -185,6 +191,10 @@ neffd::v1::ConfigResponse DescribeConfig(const neffd::DaemonOptions& o,
       {"gc_recent_seconds", {absl::FormatDuration(o.gc_recent), ""}},
       {"max_cache_size", {absl::StrCat(o.max_cache_size), ""}},
       {"gc_interval", {absl::FormatDuration(o.gc_interval), ""}},
+      {"access_journal_grain",
+       {absl::FormatDuration(o.access_journal_grain), ""}},
+      {"access_journal_spacing",
+       {absl::FormatDuration(o.access_journal_spacing), ""}},
       {"host_id", {o.host_id.empty() ? "(hostname)" : o.host_id, ""}},
       {"socket_group", {o.socket_group, ""}},
       {"local_tier", {o.local_tier ? "true" : "false", ""}},
@@ -279,6 +289,16 @@ int main(int argc, char** argv) {
                 "--gc_interval a positive number of seconds");
   }
   options.gc_interval = absl::Seconds(absl::GetFlag(FLAGS_gc_interval));
+  if (absl::GetFlag(FLAGS_access_journal_grain) <= 0 ||
+      absl::GetFlag(FLAGS_access_journal_spacing) <= 0) {
+    return Fail(kExitBadConfig,
+                "--access_journal_grain and --access_journal_spacing must be "
+                "positive numbers of seconds");
+  }
+  options.access_journal_grain =
+      absl::Seconds(absl::GetFlag(FLAGS_access_journal_grain));
+  options.access_journal_spacing =
+      absl::Seconds(absl::GetFlag(FLAGS_access_journal_spacing));
   if (!absl::SimpleAtoi(absl::GetFlag(FLAGS_max_entry_bytes),
                         &options.max_entry_bytes) ||
       !absl::SimpleAtoi(absl::GetFlag(FLAGS_max_inline_bytes),

@@ -22,6 +22,10 @@
 
 namespace neffd {
 
+// The metadata key under which the client library records how long the
+// entry's compile took, in milliseconds (gc removes cheap entries first).
+inline constexpr char kCompileMsMetadata[] = "compile_ms";
+
 // The record in `text`, or InvalidArgument "model.done is not valid JSON".
 absl::StatusOr<v1::DoneRecord> ParseDoneRecord(absl::string_view text);
 

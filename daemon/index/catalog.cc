@@ -156,6 +156,7 @@ absl::Status Catalog::FlushAccessTimes() {
       return now - kv.second.validated >= revalidate_;
     });
   }
+  if (access_observer_) access_observer_(batch);
   for (const auto& [canonical, when] : batch) {
     absl::StatusOr<EntryKey> id = EntryKey::FromCanonical(canonical);
     if (!id.ok()) continue;

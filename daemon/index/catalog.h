@@ -68,6 +68,16 @@ class Catalog {
   // index).
   absl::Status FlushAccessTimes();
 
+  // `observer` sees each batch of access times FlushAccessTimes writes (by
+  // EntryKey::Canonical()), so the host's access journal on the shared store
+  // learns what was served without a hook on the hit path. Set before
+  // serving; not thread-safe against a concurrent flush.
+  using AccessObserver =
+      std::function<void(const absl::flat_hash_map<std::string, absl::Time>&)>;
+  void SetAccessObserver(AccessObserver observer) {
+    access_observer_ = std::move(observer);
+  }
+
  private:
   struct Probe;
   // An entry whose artifact was seen unchanged in the store at `validated`.
@@ -89,6 +99,7 @@ class Catalog {
   Index* const index_;
   const std::function<absl::Time()> now_;
   const absl::Duration revalidate_;
+  AccessObserver access_observer_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Probe>> probes_

@@ -79,7 +79,7 @@ class FileLocks : public ExternalLocks {
                                         nullptr);
     }
     const std::string dir = options_.entry_dir(id);
-    const std::string path = absl::StrCat(dir, "/", kLeaseFileName);
+    const std::string path = absl::StrCat(dir, "/", options_.lease_file_name);
     for (int attempt = 0; attempt < 2; ++attempt) {
       Count(1);
       UniqueFd lease(open(path.c_str(),

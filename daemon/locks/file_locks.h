@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "daemon/locks/lock_table.h"
 #include "store/entry_id.h"
+#include "store/lock_paths.h"
 #include "store/store.h"
 
 namespace neffd {
@@ -48,6 +49,9 @@ struct FileLocksOptions {
   absl::Duration poll_interval = absl::Seconds(1);
   // The entry's directory on the shared store.
   std::function<std::string(const EntryKey &)> entry_dir;
+  // The lease file's name in that directory. The store-wide gc lease
+  // (daemon/cluster/gc_coordinator.h) reuses this protocol under its own name.
+  std::string lease_file_name = kLeaseFileName;
   // Counts metadata operations on the shared store (may be null).
   std::atomic<uint64_t> *shared_ops = nullptr;
 };

@@ -64,7 +64,9 @@ grpc::Status CacheAdminService::Gc(grpc::ServerContext*,
         "max_size_bytes: give a size limit, an age (older_than_seconds), or "
         "both"));
   }
-  absl::StatusOr<v1::GcResponse> collected = maintenance_->Gc(*ns, *request);
+  absl::StatusOr<v1::GcResponse> collected =
+      options_.gc ? options_.gc(*ns, *request)
+                  : maintenance_->Gc(*ns, *request);
   if (!collected.ok()) return ToGrpcStatus(collected.status());
   *response = *std::move(collected);
   return grpc::Status::OK;

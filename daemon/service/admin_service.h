@@ -32,6 +32,10 @@ struct AdminOptions {
   std::function<void(bool)> set_draining;
   // What GetConfig answers.
   v1::ConfigResponse config;
+  // Runs an operator's gc (under the store's gc lease,
+  // daemon/cluster/gc_coordinator.h); unset: Maintenance::Gc directly.
+  std::function<absl::StatusOr<v1::GcResponse>(Namespace, const v1::GcRequest&)>
+      gc;
 };
 
 class CacheAdminService final : public v1::CacheAdmin::Service {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "daemon/cluster/gc_coordinator.h"
 #include "daemon/index/catalog.h"
 #include "daemon/index/index.h"
 #include "daemon/locks/file_locks.h"
@@ -171,12 +172,12 @@ struct Daemon::Parts {
   HealthService health;
   std::unique_ptr<CompileCacheService> service;
   std::unique_ptr<Maintenance> maintenance;
+  std::unique_ptr<GcCoordinator> gc;  // cluster gc (issue 22)
   std::unique_ptr<CacheAdminService> admin;
   std::unique_ptr<grpc::Server> server;
   absl::Notification stop_ticking;
   std::thread ticker;
-  std::thread collector;  // periodic gc, when max_cache_size is set
-  std::thread reporter;   // metrics textfile, when metrics_textfile is set
+  std::thread reporter;  // metrics textfile, when metrics_textfile is set
   bool shut_down = false;
 
   void WriteMetrics() {
@@ -330,6 +331,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   };
   parts->maintenance =
       std::make_unique<Maintenance>(maintenance_options, parts->catalog.get());
+  // Cluster gc: one evictor per store, recency from every host's journal.
+  GcCoordinatorOptions gc_options;
+  gc_options.host_id = options.host_id;
+  gc_options.locks_dir = locks_dir + "/.gc";
+  gc_options.lease_ttl = options.lease_ttl;
+  gc_options.max_size_bytes = options.max_cache_size;
+  gc_options.interval = options.gc_interval;
+  gc_options.journal_grain = options.access_journal_grain;
+  gc_options.journal_min_spacing = options.access_journal_spacing;
+  gc_options.shared_ops = &parts->shared_lease_ops;
+  parts->gc = std::make_unique<GcCoordinator>(gc_options, catalog,
+                                              parts->maintenance.get());
+  catalog->SetAccessObserver(
+      [gc = parts->gc.get()](const auto &batch) { gc->NoteAccess(batch); });
   AdminOptions admin_options;
   admin_options.locks = parts->locks.get();
   admin_options.telemetry = &parts->telemetry;
@@ -345,6 +360,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     p->health.SetDraining(draining);
   };
   admin_options.config = options.config;
+  admin_options.gc = [gc = parts->gc.get()](Namespace ns,
+                                            const v1::GcRequest &request) {
+    return gc->RunNow(ns, request);
+  };
   parts->admin = std::make_unique<CacheAdminService>(
       parts->maintenance.get(), parts->catalog.get(), std::move(admin_options));
 
@@ -395,27 +414,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       }
     }
   });
-  if (options.max_cache_size > 0) {
-    p->collector = std::thread([p] {
-      v1::GcRequest request;
-      request.set_max_size_bytes(p->options.max_cache_size);
-      absl::Time next = absl::Now() + p->options.gc_interval;
-      while (!p->stop_ticking.HasBeenNotified()) {
-        absl::SleepFor(kTickInterval);
-        if (absl::Now() < next) continue;
-        next = absl::Now() + p->options.gc_interval;
-        absl::StatusOr<v1::GcResponse> done =
-            p->maintenance->Gc(Namespace::kNeff, request);
-        if (done.ok() && done->removed_entries() > 0) {
-          log::Info("gc", {{"removed_entries", done->removed_entries()},
-                           {"removed_bytes", done->removed_bytes()},
-                           {"bytes_after", done->bytes_after()}});
-        } else if (!done.ok()) {
-          log::Error("gc_failed", {{"error", done.status().message()}});
-        }
-      }
-    });
-  }
+  p->gc->Start();
   if (!options.metrics_textfile.empty()) {
     p->WriteMetrics();
     p->reporter = std::thread([p] {
@@ -460,7 +459,7 @@ void Daemon::Shutdown() {
                       absl::ToChronoSeconds(p->options.shutdown_grace));
   p->stop_ticking.Notify();
   p->ticker.join();
-  if (p->collector.joinable()) p->collector.join();
+  p->gc->Stop();
   if (p->reporter.joinable()) p->reporter.join();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();

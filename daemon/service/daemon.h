@@ -60,6 +60,10 @@ struct DaemonOptions {
   // gc_interval.
   uint64_t max_cache_size = 0;
   absl::Duration gc_interval = absl::Minutes(10);
+  // Cluster gc: how coarsely (and at most how often) this host records on
+  // the shared store which entries it served (daemon/cluster/access_journal.h).
+  absl::Duration access_journal_grain = absl::Minutes(10);
+  absl::Duration access_journal_spacing = absl::Seconds(10);
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
   std::string metrics_textfile;  // empty: none

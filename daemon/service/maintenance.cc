@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/cluster/access_journal.h"
+#include "store/done_record.h"
+#include "store/file_util.h"
 
 namespace neffd {
 namespace {
@@ -79,32 +83,89 @@ absl::Status Maintenance::Verify(
   return absl::OkStatus();
 }
 
+namespace {
+
+struct Candidate {
+  EntryKey id;
+  uint64_t size;
+  absl::Time last_use;
+  v1::GcRemoval::LastUseSource source;
+  absl::Duration in_use_for;  // recent, widened by the journals' lag
+  bool locked;
+  int64_t compile_ms = -1;  // loaded only for the buckets gc reaches
+};
+
+// model.done's compile_ms, from this host's index if it has the entry (no
+// cost on the store), else from model.done itself (one read).
+int64_t CompileMs(Catalog& catalog, Store& store, const EntryKey& id) {
+  std::string value;
+  absl::StatusOr<std::optional<v1::IndexRecord>> record =
+      catalog.index().Get(id);
+  if (record.ok() && record->has_value()) {
+    auto it = (*record)->entry().metadata().find(kCompileMsMetadata);
+    if (it != (*record)->entry().metadata().end()) value = it->second;
+  }
+  if (value.empty()) {
+    absl::StatusOr<std::string> text =
+        ReadSmallFile(absl::StrCat(store.EntryDir(id), "/model.done"), 1 << 20);
+    absl::StatusOr<v1::DoneRecord> done =
+        text.ok() ? ParseDoneRecord(*text) : text.status();
+    if (done.ok()) {
+      auto it = done->metadata().find(kCompileMsMetadata);
+      if (it != done->metadata().end()) value = it->second;
+    }
+  }
+  int64_t ms = -1;
+  return absl::SimpleAtoi(value, &ms) && ms >= 0 ? ms : -1;
+}
+
+// Entries whose last uses fall in one grain are equally cold.
+int64_t Bucket(absl::Time t, absl::Duration grain) {
+  if (grain <= absl::ZeroDuration()) return absl::ToUnixNanos(t);
+  return absl::ToUnixNanos(t) / absl::ToInt64Nanoseconds(grain);
+}
+
+}  // namespace
+
 absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
-                                               const v1::GcRequest& request) {
-  struct Candidate {
-    EntryKey id;
-    uint64_t size;
-    absl::Time last_access;
-    bool locked;
-  };
+                                               const v1::GcRequest& request,
+                                               const GcScope& scope) {
   Store& store = catalog_->StoreFor(ns);
   std::vector<Candidate> entries;
   absl::Status listed = store.ForEachEntry([&](const EntryKey& id) {
     EntryState state = store.Inspect(id);
     if (!state.has_artifact || !state.has_done) return true;
-    absl::Time last = catalog_->LastServed(id);
-    if (last == absl::InfinitePast()) last = state.done_mtime;
-    entries.push_back(
-        Candidate{id, state.artifact_size, last,
-                  options_.lease_out(id) || !state.lock_files.empty()});
+    Candidate c{id,
+                state.artifact_size,
+                state.done_mtime,
+                v1::GcRemoval::PUBLISHED,
+                options_.recent,
+                options_.lease_out(id) || !state.lock_files.empty()};
+    auto used = scope.last_uses.find(AccessJournal::KeyOf(id));
+    if (used != scope.last_uses.end()) {
+      c.last_use = used->second;
+      c.source = v1::GcRemoval::JOURNAL;
+      c.in_use_for = options_.recent + scope.lag;
+    }
+    const absl::Time here = catalog_->LastServed(id);
+    if (here != absl::InfinitePast() &&
+        (c.source == v1::GcRemoval::PUBLISHED || here >= c.last_use)) {
+      c.last_use = here;
+      c.source = v1::GcRemoval::THIS_HOST;
+      c.in_use_for = std::max(options_.recent, c.in_use_for);
+    }
+    entries.push_back(std::move(c));
     return true;
   });
   if (!listed.ok()) return listed;
   std::sort(entries.begin(), entries.end(),
             [](const Candidate& a, const Candidate& b) {
-              return a.last_access < b.last_access;
+              return a.last_use < b.last_use;
             });
   v1::GcResponse response;
+  response.set_lease_host(scope.lease_host);
+  response.set_lease_id(scope.lease_id);
+  response.set_journals_read(scope.journals_read);
   uint64_t total = 0;
   for (const Candidate& c : entries) total += c.size;
   response.set_entries_before(entries.size());
@@ -114,29 +175,68 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
       request.older_than_seconds() > 0
           ? now - absl::Seconds(request.older_than_seconds())
           : absl::InfinitePast();
+  auto over_size = [&] {
+    return request.max_size_bytes() > 0 && total > request.max_size_bytes();
+  };
   uint64_t removed = 0;
-  for (const Candidate& c : entries) {
-    const bool over_size =
-        request.max_size_bytes() > 0 && total > request.max_size_bytes();
-    if (!over_size && !(c.last_access < cutoff)) break;  // LRU order
-    if (c.locked) {
-      response.set_skipped_locked(response.skipped_locked() + 1);
-      continue;
+  for (size_t begin = 0; begin < entries.size();) {
+    // [begin, end) is one bucket of equally cold entries, LRU order.
+    const int64_t bucket = Bucket(entries[begin].last_use, scope.grain);
+    size_t end = begin + 1;
+    while (end < entries.size() &&
+           Bucket(entries[end].last_use, scope.grain) == bucket) {
+      ++end;
     }
-    if (now - c.last_access < options_.recent) {
-      response.set_skipped_recent(response.skipped_recent() + 1);
-      continue;
+    if (!over_size() && !(entries[begin].last_use < cutoff)) break;
+    for (size_t i = begin; i < end; ++i) {
+      entries[i].compile_ms = CompileMs(*catalog_, store, entries[i].id);
     }
-    if (!request.dry_run()) {
-      absl::Status s = store.Remove(c.id);
-      if (absl::IsNotFound(s)) continue;  // removed meanwhile
-      if (!s.ok()) return s;
-      if (absl::Status f = catalog_->Forget(c.id); !f.ok()) return f;
+    // Cheapest to recompile first; an unknown cost counts as dearest.
+    std::stable_sort(entries.begin() + begin, entries.begin() + end,
+                     [](const Candidate& a, const Candidate& b) {
+                       auto cost = [](const Candidate& c) {
+                         return c.compile_ms < 0 ? INT64_MAX : c.compile_ms;
+                       };
+                       return cost(a) < cost(b);
+                     });
+    for (size_t i = begin; i < end; ++i) {
+      const Candidate& c = entries[i];
+      const bool by_size = over_size();
+      if (!by_size && !(c.last_use < cutoff)) continue;
+      if (c.locked) {
+        response.set_skipped_locked(response.skipped_locked() + 1);
+        continue;
+      }
+      if (now - c.last_use < c.in_use_for) {
+        response.set_skipped_recent(response.skipped_recent() + 1);
+        continue;
+      }
+      if (!request.dry_run()) {
+        if (!scope.still_held()) {
+          return absl::AbortedError(absl::StrCat(
+              "lost the gc lease ", scope.lease_id, " on ", store.root(),
+              " after removing ", removed, " entries; stopped"));
+        }
+        absl::Status s = store.Remove(c.id);
+        if (absl::IsNotFound(s)) continue;  // removed meanwhile
+        if (!s.ok()) return s;
+        if (absl::Status f = catalog_->Forget(c.id); !f.ok()) return f;
+        options_.on_evict(c.id);
+      }
+      ++removed;
+      total -= c.size;
+      response.set_removed_bytes(response.removed_bytes() + c.size);
+      *response.add_removed() = c.id.ToProto();
+      v1::GcRemoval* why = response.add_removals();
+      *why->mutable_id() = c.id.ToProto();
+      why->set_reason(by_size ? v1::GcRemoval::OVER_SIZE
+                              : v1::GcRemoval::OLDER_THAN);
+      why->set_size(c.size);
+      why->set_last_use_unix_ms(absl::ToUnixMillis(c.last_use));
+      why->set_last_use_source(c.source);
+      why->set_compile_ms(c.compile_ms);
     }
-    ++removed;
-    total -= c.size;
-    response.set_removed_bytes(response.removed_bytes() + c.size);
-    *response.add_removed() = c.id.ToProto();
+    begin = end;
   }
   response.set_removed_entries(removed);
   response.set_entries_after(entries.size() - removed);

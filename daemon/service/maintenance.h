@@ -5,7 +5,8 @@
 // entries under a size or age goal, and import an existing libneuronxla-style
 // cache. It never removes an entry whose lease is out on this host, that
 // holds a lock file (some host is compiling it), or that was served here
-// within the last `recent`; removal renames the entry out of the way before
+// within the last `recent` here or (per the hosts' access journals) on any
+// host; removal renames the entry out of the way before
 // deleting it, so a reader that already opened the artifact finishes.
 //
 // Thread-safe; long operations report progress through a callback and may
@@ -15,6 +16,7 @@
 
 #include <functional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/index/catalog.h"
@@ -37,6 +39,24 @@ struct MaintenanceOptions {
   };
 };
 
+// What a gc run knows beyond this host (daemon/cluster/gc_coordinator.h).
+struct GcScope {
+  // The latest use of entries on any host, by "{compiler_version}/{key}"
+  // (daemon/cluster/access_journal.h).
+  absl::flat_hash_map<std::string, absl::Time> last_uses;
+  uint64_t journals_read = 0;
+  // How far a journal's time may lag the use it records: entries journaled
+  // within recent + lag are still in use.
+  absl::Duration lag;
+  // Uses within one `grain` are indistinguishable in the journals, so such
+  // entries are equally cold and the cheapest to compile goes first.
+  absl::Duration grain = absl::ZeroDuration();
+  // Asked before each removal; false stops the run (the lease was lost).
+  std::function<bool()> still_held = [] { return true; };
+  std::string lease_host;
+  std::string lease_id;
+};
+
 class Maintenance {
  public:
   Maintenance(MaintenanceOptions options, Catalog* catalog);
@@ -50,7 +70,11 @@ class Maintenance {
       Namespace ns, bool all,
       const std::function<void(const v1::VerifyProgress&)>& progress);
 
-  absl::StatusOr<v1::GcResponse> Gc(Namespace ns, const v1::GcRequest& request);
+  // Removes the coldest entries (by `scope`'s uses on any host and this
+  // host's own) until the request's goals hold; see GcScope for the order.
+  // Aborted if scope.still_held turns false mid-run.
+  absl::StatusOr<v1::GcResponse> Gc(Namespace ns, const v1::GcRequest& request,
+                                    const GcScope& scope = GcScope());
 
   // Indexes what is in the store of `ns` (see ImportProgress for the counts).
   absl::Status Import(

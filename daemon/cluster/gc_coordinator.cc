@@ -1,0 +1,242 @@
+#include "daemon/cluster/gc_coordinator.h"
+
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "daemon/locks/file_locks.h"
+#include "daemon/log/log.h"
+#include "store/file_util.h"
+
+namespace neffd {
+namespace {
+
+constexpr char kGcLeaseName[] = ".gc.lock";
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+// Checking the lease costs two stats; during a run, once a second is enough
+// to stop well within the TTL after losing it.
+constexpr absl::Duration kHeldCheckEvery = absl::Seconds(1);
+
+// The gc lease rides on the entry-lease protocol, which names holds by
+// EntryKey; this one stands for "the whole store of `ns`".
+EntryKey StoreKey(Namespace ns) {
+  return *EntryKey::Parse(NamespaceName(ns), "gc", "store");
+}
+
+std::string NewLeaseId() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrFormat("gc-%016x", rng());
+}
+
+}  // namespace
+
+GcCoordinator::GcCoordinator(GcCoordinatorOptions options, Catalog* catalog,
+                             Maintenance* maintenance)
+    : options_(std::move(options)),
+      catalog_(catalog),
+      maintenance_(maintenance) {
+  FileLocksOptions lease;
+  lease.locks_dir = options_.locks_dir;
+  lease.shared = true;
+  lease.host_id = options_.host_id;
+  lease.stale_after = options_.lease_ttl;
+  // Contenders look once per gc turn, not per poll: the whole TTL must pass
+  // unchanged before the lease is broken.
+  lease.poll_interval = absl::ZeroDuration();
+  lease.entry_dir = [catalog](const EntryKey& id) {
+    return catalog->StoreFor(id).root();
+  };
+  lease.lease_file_name = kGcLeaseName;
+  lease.shared_ops = options_.shared_ops;
+  leases_ = NewFileLocks(std::move(lease));
+  for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
+    AccessJournalOptions journal;
+    journal.root = catalog->StoreFor(ns).root();
+    journal.ns = ns;
+    journal.host_id = options_.host_id;
+    journal.grain = options_.journal_grain;
+    journal.min_spacing = options_.journal_min_spacing;
+    journal.shared_ops = options_.shared_ops;
+    (ns == Namespace::kNeff ? neff_journal_ : hlo_journal_) =
+        std::make_unique<AccessJournal>(std::move(journal));
+  }
+}
+
+GcCoordinator::~GcCoordinator() { Stop(); }
+
+void GcCoordinator::Start() {
+  keeper_ = std::thread([this] { KeepLeases(); });
+  if (options_.max_size_bytes > 0) {
+    runner_ = std::thread([this] { RunPeriodically(); });
+  }
+}
+
+void GcCoordinator::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (runner_.joinable()) runner_.join();
+  if (keeper_.joinable()) keeper_.join();
+  // A clean shutdown hands the lease over at once rather than after the TTL.
+  for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) Release(ns);
+  for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
+    (void)JournalFor(ns).Flush(absl::Now(), /*force=*/true);
+  }
+}
+
+void GcCoordinator::NoteAccess(
+    const absl::flat_hash_map<std::string, absl::Time>& batch) {
+  neff_journal_->Note(batch);
+  hlo_journal_->Note(batch);
+}
+
+std::string GcCoordinator::Holder(Namespace ns) const {
+  absl::StatusOr<std::string> text = ReadSmallFile(
+      absl::StrCat(catalog_->StoreFor(ns).root(), "/", kGcLeaseName), 4096);
+  if (!text.ok()) return "";
+  std::vector<std::string> f =
+      absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  if (f.size() < 3) return absl::StrCat("unknown (", kGcLeaseName, ")");
+  return absl::StrCat("host ", f[0], " (pid ", f[1], ", lease ", f[2], ")");
+}
+
+absl::StatusOr<std::string> GcCoordinator::Acquire(Namespace ns) {
+  absl::MutexLock lock(&mu_);
+  auto it = held_.find(ns);
+  if (it != held_.end()) {
+    if (it->second.lock->StillHeld()) return it->second.lease_id;
+    log::Warning("gc_lease_lost", {{"ns", NamespaceName(ns)},
+                                   {"lease_id", it->second.lease_id}});
+    held_.erase(it);
+  }
+  const std::string lease_id = NewLeaseId();
+  std::unique_ptr<ExternalLock> taken =
+      leases_->TryTake(StoreKey(ns), lease_id);
+  if (taken == nullptr) {
+    const std::string holder = Holder(ns);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the gc lease of ", catalog_->StoreFor(ns).root(), " is held by ",
+        holder.empty() ? "another process" : holder,
+        "; that host runs gc for the whole store (run neffctl gc there, or "
+        "retry after its lease expires)"));
+  }
+  held_[ns] = Held{std::move(taken), lease_id, absl::Now()};
+  log::Info("gc_lease_taken",
+            {{"ns", NamespaceName(ns)}, {"lease_id", lease_id}});
+  return lease_id;
+}
+
+void GcCoordinator::Release(Namespace ns) {
+  absl::MutexLock lock(&mu_);
+  held_.erase(ns);  // FileLock's destructor unlinks the file if still ours
+}
+
+bool GcCoordinator::StillHolding(Namespace ns) {
+  absl::MutexLock lock(&mu_);
+  auto it = held_.find(ns);
+  return it != held_.end() && it->second.lock->StillHeld();
+}
+
+absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
+                                                  const v1::GcRequest& request,
+                                                  const std::string& lease_id) {
+  GcScope scope;
+  scope.last_uses = AccessJournal::ReadAll(
+      catalog_->StoreFor(ns).root(), &scope.journals_read, options_.shared_ops);
+  scope.lag = JournalFor(ns).lag();
+  scope.grain = options_.journal_grain;
+  scope.lease_host = options_.host_id;
+  scope.lease_id = lease_id;
+  absl::Time checked = absl::Now();
+  scope.still_held = [this, ns, &checked] {
+    if (absl::Now() - checked < kHeldCheckEvery) return true;
+    checked = absl::Now();
+    return StillHolding(ns);
+  };
+  const absl::Time start = absl::Now();
+  log::Info("gc_start", {{"ns", NamespaceName(ns)},
+                         {"host", options_.host_id},
+                         {"lease_id", lease_id},
+                         {"start_unix_ms", absl::ToUnixMillis(start)}});
+  absl::StatusOr<v1::GcResponse> done = maintenance_->Gc(ns, request, scope);
+  const absl::Time end = absl::Now();
+  log::Info("gc_end",
+            {{"ns", NamespaceName(ns)},
+             {"host", options_.host_id},
+             {"lease_id", lease_id},
+             {"start_unix_ms", absl::ToUnixMillis(start)},
+             {"end_unix_ms", absl::ToUnixMillis(end)},
+             {"ok", done.ok()},
+             {"removed_entries", done.ok() ? done->removed_entries() : 0},
+             {"removed_bytes", done.ok() ? done->removed_bytes() : 0},
+             {"bytes_after", done.ok() ? done->bytes_after() : 0},
+             {"skipped_recent", done.ok() ? done->skipped_recent() : 0},
+             {"journals_read", scope.journals_read}});
+  return done;
+}
+
+absl::StatusOr<v1::GcResponse> GcCoordinator::RunNow(
+    Namespace ns, const v1::GcRequest& request) {
+  absl::MutexLock run(&run_mu_);
+  bool had;
+  {
+    absl::MutexLock lock(&mu_);
+    had = held_.contains(ns);
+  }
+  absl::StatusOr<std::string> lease_id = Acquire(ns);
+  if (!lease_id.ok()) return lease_id.status();
+  absl::StatusOr<v1::GcResponse> done = Run(ns, request, *lease_id);
+  // Keep the lease only if this host is the store's periodic evictor.
+  const bool periodic = ns == Namespace::kNeff && options_.max_size_bytes > 0;
+  if (!had && !periodic) Release(ns);
+  return done;
+}
+
+void GcCoordinator::KeepLeases() {
+  // Relative sleeps (see daemon.cc's ticker): a skewed wall clock must not
+  // stall the refresh.
+  while (!stop_.HasBeenNotified()) {
+    absl::SleepFor(kTick);
+    const absl::Time now = absl::Now();
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& [ns, held] : held_) {
+        if (now - held.refreshed < options_.lease_ttl / 3) continue;
+        held.lock->Refresh();
+        held.refreshed = now;
+      }
+    }
+    for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
+      if (absl::Status s = JournalFor(ns).Flush(now); !s.ok()) {
+        log::Warning("access_journal_write_failed",
+                     {{"path", JournalFor(ns).path()}, {"error", s.message()}});
+      }
+    }
+  }
+}
+
+void GcCoordinator::RunPeriodically() {
+  v1::GcRequest request;
+  request.set_max_size_bytes(options_.max_size_bytes);
+  absl::Time next = absl::Now() + options_.interval;
+  while (!stop_.HasBeenNotified()) {
+    absl::SleepFor(kTick);
+    if (absl::Now() < next) continue;
+    next = absl::Now() + options_.interval;
+    absl::MutexLock run(&run_mu_);
+    absl::StatusOr<std::string> lease_id = Acquire(Namespace::kNeff);
+    if (!lease_id.ok()) {
+      log::Info("gc_skipped",
+                {{"ns", "neff"}, {"holder", Holder(Namespace::kNeff)}});
+      continue;
+    }
+    absl::StatusOr<v1::GcResponse> done =
+        Run(Namespace::kNeff, request, *lease_id);
+    if (!done.ok()) {
+      log::Error("gc_failed", {{"error", done.status().message()}});
+    }
+  }
+}
+
+}  // namespace neffd
