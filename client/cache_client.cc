@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <map>
+#include <optional>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +20,7 @@
 #include "client/key.h"
 #include "client/workdir.h"
 #include "store/digest.h"
+#include "store/done_record.h"
 #include "store/entry_id.h"
 #include "store/file_util.h"
 
@@ -149,7 +152,26 @@ struct CacheClient::Call {
   const PublishMetadata& metadata;
   bool fallback = false;  // the daemon failed during this call
   bool counted_fallback = false;
+  // Set when this call compiled; recorded in the done record so gc can
+  // remove cheap entries first. Unknown for adopted outputs.
+  std::optional<absl::Duration> compile_time;
 };
+
+namespace {
+
+// The caller's metadata plus, when this call compiled, how long it took.
+PublishMetadata WithCompileTime(
+    const PublishMetadata& metadata,
+    const std::optional<absl::Duration>& compile_time) {
+  PublishMetadata out = metadata;
+  if (compile_time.has_value()) {
+    out[kCompileMsMetadata] =
+        absl::StrCat(absl::ToInt64Milliseconds(*compile_time));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::unique_ptr<CacheClient> CacheClient::FromEnvironment(
     const std::string& address) {
@@ -296,7 +318,8 @@ absl::StatusOr<CacheResult> CacheClient::GetOrCompile(
   absl::StatusOr<EntryKey> id = EntryKey::Parse(ns, compiler_version, key);
   if (!id.ok()) return id.status();
   Count([](CacheCounters& c) { ++c.lookups; });
-  Call call{*id, compile_fn, metadata, !options_.use_daemon};
+  Call call{*id,   compile_fn,  metadata, !options_.use_daemon,
+            false, std::nullopt};
   absl::StatusOr<CacheResult> result;
   if (!CacheEnabled(*id)) {
     result = CompileUncached(call, "");
@@ -329,7 +352,7 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::Lookup(
   Count([](CacheCounters& c) { ++c.lookups; });
   const CompileFn none;
   const PublishMetadata no_metadata;
-  Call call{*id, none, no_metadata, !options_.use_daemon};
+  Call call{*id, none, no_metadata, !options_.use_daemon, false, std::nullopt};
   absl::StatusOr<v1::LookupResponse> found = LookupEntry(call);
   if (!found.ok()) return found.status();
   switch (found->result()) {
@@ -401,7 +424,8 @@ absl::StatusOr<CopyResult> CacheClient::RunCompile(Call& call, WorkDir& dir,
                  id.key(), dir.path(), dir.output_path()};
   const absl::Time start = options_.clock.now();
   CompileResult result = call.compile_fn(job);
-  const double seconds = absl::ToDoubleSeconds(options_.clock.now() - start);
+  call.compile_time = options_.clock.now() - start;
+  const double seconds = absl::ToDoubleSeconds(*call.compile_time);
   Count([&](CacheCounters& c) {
     ++c.compiles;
     c.compile_seconds += seconds;
@@ -486,7 +510,8 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
   absl::StatusOr<CopyResult> content = AdoptOrCompile(call, *dir, lease.get());
   if (!content.ok()) return content.status();
   absl::StatusOr<v1::Entry> entry =
-      lease->Publish(dir->output_path(), *content, call.metadata);
+      lease->Publish(dir->output_path(), *content,
+                     WithCompileTime(call.metadata, call.compile_time));
   if (entry.ok()) {
     return Finish(
         call, *dir,
@@ -518,8 +543,9 @@ absl::StatusOr<CacheResult> CacheClient::CompileThenTryPublish(Call& call) {
         FromEntry(answer->entry, CacheResult::Source::kWaited, call.fallback));
   }
   if (answer.ok() && answer->outcome == v1::LockResponse::GRANTED) {
-    absl::StatusOr<v1::Entry> entry =
-        answer->lease->Publish(dir->output_path(), *content, call.metadata);
+    absl::StatusOr<v1::Entry> entry = answer->lease->Publish(
+        dir->output_path(), *content,
+        WithCompileTime(call.metadata, call.compile_time));
     if (entry.ok()) {
       return Finish(
           call, *dir,

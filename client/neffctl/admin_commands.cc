@@ -163,6 +163,31 @@ int Ctl::Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
       HumanBytes(response.bytes_after()).c_str(),
       (unsigned long long)response.skipped_locked(),
       (unsigned long long)response.skipped_recent());
+  if (!response.lease_id().empty()) {
+    std::printf("ran under gc lease %s of host %s; %llu hosts' journals read\n",
+                response.lease_id().c_str(), response.lease_host().c_str(),
+                (unsigned long long)response.journals_read());
+  }
+  // Why each entry went: coldness on every host, then compile cost.
+  for (const v1::GcRemoval& why : response.removals()) {
+    const char* source =
+        why.last_use_source() == v1::GcRemoval::JOURNAL     ? "a host's journal"
+        : why.last_use_source() == v1::GcRemoval::THIS_HOST ? "this host"
+                                                            : "never served";
+    std::printf(
+        "  %s/%s %s: %s; last used %s (%s); compile %s\n",
+        why.id().compiler_version().c_str(), why.id().key().c_str(),
+        HumanBytes(why.size()).c_str(),
+        why.reason() == v1::GcRemoval::OVER_SIZE ? "over the size goal"
+                                                 : "older than the age goal",
+        absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                         absl::FromUnixMillis(why.last_use_unix_ms()),
+                         absl::UTCTimeZone())
+            .c_str(),
+        source,
+        why.compile_ms() < 0 ? "time unknown"
+                             : absl::StrCat(why.compile_ms(), " ms").c_str());
+  }
   return kOk;
 }
 
