@@ -16,8 +16,6 @@ constexpr char kJournalDir[] = ".access";
 // A journal holds one short line per entry; this bounds what a damaged or
 // foreign file can make the evictor read.
 constexpr size_t kMaxJournalBytes = 64 << 20;
-// The Catalog hands over access times every 10 s (daemon.cc).
-constexpr absl::Duration kCatalogFlushPeriod = absl::Seconds(10);
 
 void Count(std::atomic<uint64_t>* ops, int n) {
   if (ops != nullptr) *ops += n;
@@ -37,7 +35,7 @@ std::string AccessJournal::path() const {
 }
 
 absl::Duration AccessJournal::lag() const {
-  return options_.grain + options_.min_spacing + kCatalogFlushPeriod;
+  return options_.grain + options_.min_spacing + options_.catalog_flush;
 }
 
 void AccessJournal::Note(

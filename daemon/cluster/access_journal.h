@@ -5,7 +5,7 @@
 // the most recent use on any host (docs/ARCHITECTURE.md, "Cluster gc").
 //
 // Contract:
-//  - Note() takes the access times the Catalog flushes (every 10 s); it
+//  - Note() takes the access times the Catalog flushes; it
 //    touches memory only. A use is news when the entry is not in the journal
 //    or its recorded use is at least `grain` older.
 //  - Flush() rewrites {root}/.access/{host_id} by temp file and rename when
@@ -47,6 +47,8 @@ struct AccessJournalOptions {
   absl::Duration grain = absl::Minutes(10);
   absl::Duration min_spacing = absl::Seconds(10);
   absl::Duration horizon = absl::Hours(24 * 14);
+  // How often the Catalog hands over access times (Note's caller).
+  absl::Duration catalog_flush = absl::Seconds(10);
   // Counts metadata operations on the shared store (may be null).
   std::atomic<uint64_t>* shared_ops = nullptr;
 };

@@ -59,6 +59,7 @@ GcCoordinator::GcCoordinator(GcCoordinatorOptions options, Catalog* catalog,
     journal.host_id = options_.host_id;
     journal.grain = options_.journal_grain;
     journal.min_spacing = options_.journal_min_spacing;
+    journal.catalog_flush = options_.access_flush_period;
     journal.shared_ops = options_.shared_ops;
     (ns == Namespace::kNeff ? neff_journal_ : hlo_journal_) =
         std::make_unique<AccessJournal>(std::move(journal));
@@ -115,7 +116,7 @@ absl::StatusOr<std::string> GcCoordinator::Acquire(Namespace ns) {
       leases_->TryTake(StoreKey(ns), lease_id);
   if (taken == nullptr) {
     const std::string holder = Holder(ns);
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::AbortedError(absl::StrCat(
         "the gc lease of ", catalog_->StoreFor(ns).root(), " is held by ",
         holder.empty() ? "another process" : holder,
         "; that host runs gc for the whole store (run neffctl gc there, or "

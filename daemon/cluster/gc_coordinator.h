@@ -16,8 +16,8 @@
 //    --gc_recent_seconds (plus the journals' lag) on any host.
 //  - Runs are logged as gc_start / gc_end with the lease id and wall-clock
 //    times, so overlapping runs would be visible in the logs.
-//  - RunNow (neffctl gc) takes the same lease or fails with
-//    FailedPrecondition naming the holder.
+//  - RunNow (neffctl gc) takes the same lease or fails with Aborted naming
+//    the holder (a conflict with another host, not a bad request).
 //
 // Thread-safe. Start() launches two threads (lease keeper and periodic
 // runner); Stop() joins them and releases held leases.
@@ -56,6 +56,8 @@ struct GcCoordinatorOptions {
   absl::Duration interval = absl::Minutes(10);
   absl::Duration journal_grain = absl::Minutes(10);
   absl::Duration journal_min_spacing = absl::Seconds(10);
+  // How often the Catalog flushes access times (Catalog::FlushAccessTimes).
+  absl::Duration access_flush_period = absl::Seconds(10);
   // Counts metadata operations on the shared store (may be null).
   std::atomic<uint64_t>* shared_ops = nullptr;
 };
@@ -72,8 +74,8 @@ class GcCoordinator {
   // The Catalog's access observer (Catalog::SetAccessObserver).
   void NoteAccess(const absl::flat_hash_map<std::string, absl::Time>& batch);
 
-  // An operator's gc: under this store's gc lease, or FailedPrecondition
-  // naming the host that holds it.
+  // An operator's gc: under this store's gc lease, or Aborted naming the
+  // host that holds it.
   absl::StatusOr<v1::GcResponse> RunNow(Namespace ns,
                                         const v1::GcRequest& request);
 

@@ -340,6 +340,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   gc_options.interval = options.gc_interval;
   gc_options.journal_grain = options.access_journal_grain;
   gc_options.journal_min_spacing = options.access_journal_spacing;
+  gc_options.access_flush_period = kTickInterval * kTicksPerAccessFlush;
   gc_options.shared_ops = &parts->shared_lease_ops;
   parts->gc = std::make_unique<GcCoordinator>(gc_options, catalog,
                                               parts->maintenance.get());

@@ -90,7 +90,6 @@ struct Candidate {
   uint64_t size;
   absl::Time last_use;
   v1::GcRemoval::LastUseSource source;
-  absl::Duration in_use_for;  // recent, widened by the journals' lag
   bool locked;
   int64_t compile_ms = -1;  // loaded only for the buckets gc reaches
 };
@@ -135,24 +134,19 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
   absl::Status listed = store.ForEachEntry([&](const EntryKey& id) {
     EntryState state = store.Inspect(id);
     if (!state.has_artifact || !state.has_done) return true;
-    Candidate c{id,
-                state.artifact_size,
-                state.done_mtime,
+    Candidate c{id, state.artifact_size, state.done_mtime,
                 v1::GcRemoval::PUBLISHED,
-                options_.recent,
                 options_.lease_out(id) || !state.lock_files.empty()};
     auto used = scope.last_uses.find(AccessJournal::KeyOf(id));
     if (used != scope.last_uses.end()) {
       c.last_use = used->second;
       c.source = v1::GcRemoval::JOURNAL;
-      c.in_use_for = options_.recent + scope.lag;
     }
     const absl::Time here = catalog_->LastServed(id);
     if (here != absl::InfinitePast() &&
         (c.source == v1::GcRemoval::PUBLISHED || here >= c.last_use)) {
       c.last_use = here;
       c.source = v1::GcRemoval::THIS_HOST;
-      c.in_use_for = std::max(options_.recent, c.in_use_for);
     }
     entries.push_back(std::move(c));
     return true;
@@ -171,6 +165,9 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
   response.set_entries_before(entries.size());
   response.set_bytes_before(total);
   const absl::Time now = options_.now();
+  // Any host may have served an entry within the journals' lag without its
+  // journal saying so yet: that much longer counts as in use.
+  const absl::Duration in_use_for = options_.recent + scope.lag;
   const absl::Time cutoff =
       request.older_than_seconds() > 0
           ? now - absl::Seconds(request.older_than_seconds())
@@ -207,7 +204,7 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
         response.set_skipped_locked(response.skipped_locked() + 1);
         continue;
       }
-      if (now - c.last_use < c.in_use_for) {
+      if (now - c.last_use < in_use_for) {
         response.set_skipped_recent(response.skipped_recent() + 1);
         continue;
       }

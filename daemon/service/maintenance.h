@@ -45,8 +45,8 @@ struct GcScope {
   // (daemon/cluster/access_journal.h).
   absl::flat_hash_map<std::string, absl::Time> last_uses;
   uint64_t journals_read = 0;
-  // How far a journal's time may lag the use it records: entries journaled
-  // within recent + lag are still in use.
+  // How far a journal's time may lag the use it records: entries last used
+  // (by any account) within recent + lag are still in use.
   absl::Duration lag;
   // Uses within one `grain` are indistinguishable in the journals, so such
   // entries are equally cold and the cheapest to compile goes first.
