@@ -154,7 +154,7 @@ int Ctl::Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
   }
   std::printf(
       "%s %llu of %llu entries (%s); store %s -> %s\n"
-      "skipped: %llu being compiled, %llu served in the last minute\n",
+      "skipped: %llu being compiled, %llu served recently on some host\n",
       dry_run ? "would remove" : "removed",
       (unsigned long long)response.removed_entries(),
       (unsigned long long)response.entries_before(),
