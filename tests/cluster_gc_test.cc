@@ -100,6 +100,13 @@ std::vector<GcRun> GcRuns(const std::string& log) {
   return runs;
 }
 
+// Starts host "a" and waits until it holds the store's gc lease, so that
+// hosts added later are not the store's evictor.
+bool StartEvictor(Cluster& cluster) {
+  cluster.AddHost("a");
+  return AwaitTrue([&] { return GcHolder(cluster) == "a"; }, absl::Seconds(10));
+}
+
 std::vector<std::string> Flags(uint64_t cap) {
   return {absl::StrCat("--lease_ttl=", kLeaseTtl),
           absl::StrCat("--gc_interval=", kGcInterval),
@@ -114,11 +121,8 @@ std::vector<std::string> Flags(uint64_t cap) {
 TEST(ClusterGcTest, OneEvictorKeepsTheCapAndSparesAnEntryServedElsewhere) {
   constexpr uint64_t kEntry = 1 << 20, kCap = 8 * kEntry;
   Cluster cluster(NewTempDir(TestName()), Flags(kCap));
-  // Host a becomes the store's evictor before the others start, so the
-  // entry in use on host d is at the mercy of another host's gc.
-  cluster.AddHost("a");
-  ASSERT_TRUE(
-      AwaitTrue([&] { return GcHolder(cluster) == "a"; }, absl::Seconds(10)));
+  // The entry in use on host d is at the mercy of another host's gc.
+  ASSERT_TRUE(StartEvictor(cluster));
   for (const char* name : {"b", "c", "d"}) cluster.AddHost(name);
   DaemonProcess& d = cluster.host(3);
   Put(cluster, d, "hot", kEntry);  // the oldest entry: LRU's first victim
@@ -182,9 +186,7 @@ TEST(ClusterGcTest, OneEvictorKeepsTheCapAndSparesAnEntryServedElsewhere) {
 
 TEST(ClusterGcTest, AHostThatDiesHoldingTheGcLeaseIsReplacedAfterTheTtl) {
   Cluster cluster(NewTempDir(TestName()), Flags(uint64_t{1} << 40));
-  cluster.AddHost("a");
-  ASSERT_TRUE(
-      AwaitTrue([&] { return GcHolder(cluster) == "a"; }, absl::Seconds(10)));
+  ASSERT_TRUE(StartEvictor(cluster));
   cluster.AddHost("b");
   cluster.AddHost("c");
   ASSERT_TRUE(AwaitTrue(
@@ -211,9 +213,7 @@ TEST(ClusterGcTest, AHostThatDiesHoldingTheGcLeaseIsReplacedAfterTheTtl) {
 
 TEST(ClusterGcTest, NeffctlGcNamesTheHolderOrSaysWhatItRemovedAndWhy) {
   Cluster cluster(NewTempDir(TestName()), Flags(uint64_t{1} << 40));
-  cluster.AddHost("a");
-  ASSERT_TRUE(
-      AwaitTrue([&] { return GcHolder(cluster) == "a"; }, absl::Seconds(10)));
+  ASSERT_TRUE(StartEvictor(cluster));
   cluster.AddHost("b");
   // Two cheap and two dear compiles, published through host b.
   for (auto [version, ms] : {std::pair<std::string, int>{"cheap", 20},
