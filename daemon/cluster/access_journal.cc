@@ -83,7 +83,8 @@ absl::Status AccessJournal::Flush(absl::Time now, bool force) {
                              /*durable=*/false);
 }
 
-LastUses AccessJournal::ReadAll(const std::string& root, uint64_t* journals,
+LastUses AccessJournal::ReadAll(const std::string& root,
+                                const std::string& self, uint64_t* journals,
                                 std::atomic<uint64_t>* shared_ops) {
   LastUses merged;
   *journals = 0;
@@ -95,7 +96,9 @@ LastUses AccessJournal::ReadAll(const std::string& root, uint64_t* journals,
   while (struct dirent* e = readdir(listing)) {
     const std::string name = e->d_name;
     // Temp files of a rewrite in progress start with '.'.
-    if (!name.empty() && name[0] != '.') hosts.push_back(name);
+    if (!name.empty() && name[0] != '.' && name != self) {
+      hosts.push_back(name);
+    }
   }
   closedir(listing);
   for (const std::string& host : hosts) {

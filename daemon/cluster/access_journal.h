@@ -17,6 +17,9 @@
 //  - Hence a journal's time for an entry lags its last use on that host by
 //    at most lag() = grain + min_spacing + the Catalog's flush period; a
 //    reader that protects "recently served" entries widens its window by it.
+//    A host's first use of an entry reaches its journal within min_spacing
+//    + the flush period: --gc_recent_seconds must exceed that (20 s by
+//    default, against 60 s) for such a use to protect the entry.
 //  - ReadAll() lists {root}/.access once and reads each host's journal once,
 //    returning the latest use of each entry on any host. Times are the
 //    writers' wall clocks: hosts are assumed NTP-synchronised to well within
@@ -71,9 +74,10 @@ class AccessJournal {
   absl::Duration lag() const;
   std::string path() const;
 
-  // Every host's journal under `root`, merged; `journals` is set to the
-  // number read.
-  static LastUses ReadAll(const std::string& root, uint64_t* journals,
+  // Every other host's journal under `root` (not `self`'s: a host knows
+  // its own uses exactly), merged; `journals` is set to the number read.
+  static LastUses ReadAll(const std::string& root, const std::string& self,
+                          uint64_t* journals,
                           std::atomic<uint64_t>* shared_ops);
   // The LastUses key of `id`.
   static std::string KeyOf(const EntryKey& id);

@@ -35,7 +35,7 @@ class AccessJournalTest : public ::testing::Test {
   }
 
   LastUses ReadAll(uint64_t* journals) {
-    return AccessJournal::ReadAll(root_, journals, &ops_);
+    return AccessJournal::ReadAll(root_, "evictor", journals, &ops_);
   }
 
   std::string root_;

@@ -143,8 +143,9 @@ absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
                                                   const v1::GcRequest& request,
                                                   const std::string& lease_id) {
   GcScope scope;
-  scope.last_uses = AccessJournal::ReadAll(
-      catalog_->StoreFor(ns).root(), &scope.journals_read, options_.shared_ops);
+  scope.last_uses =
+      AccessJournal::ReadAll(catalog_->StoreFor(ns).root(), options_.host_id,
+                             &scope.journals_read, options_.shared_ops);
   scope.lag = JournalFor(ns).lag();
   scope.grain = options_.journal_grain;
   scope.lease_host = options_.host_id;

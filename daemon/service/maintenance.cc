@@ -92,6 +92,7 @@ struct Candidate {
   v1::GcRemoval::LastUseSource source;
   bool locked;
   int64_t compile_ms = -1;  // loaded only for the buckets gc reaches
+  absl::Time journaled = absl::InfinitePast();  // by another host
 };
 
 // model.done's compile_ms, from this host's index if it has the entry (no
@@ -139,7 +140,7 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
                 options_.lease_out(id) || !state.lock_files.empty()};
     auto used = scope.last_uses.find(AccessJournal::KeyOf(id));
     if (used != scope.last_uses.end()) {
-      c.last_use = used->second;
+      c.last_use = c.journaled = used->second;
       c.source = v1::GcRemoval::JOURNAL;
     }
     const absl::Time here = catalog_->LastServed(id);
@@ -165,9 +166,6 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
   response.set_entries_before(entries.size());
   response.set_bytes_before(total);
   const absl::Time now = options_.now();
-  // Any host may have served an entry within the journals' lag without its
-  // journal saying so yet: that much longer counts as in use.
-  const absl::Duration in_use_for = options_.recent + scope.lag;
   const absl::Time cutoff =
       request.older_than_seconds() > 0
           ? now - absl::Seconds(request.older_than_seconds())
@@ -204,7 +202,10 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
         response.set_skipped_locked(response.skipped_locked() + 1);
         continue;
       }
-      if (now - c.last_use < in_use_for) {
+      // A journaled time may be up to the journals' lag older than the use
+      // it stands for; this host's own times and publish times are exact.
+      if (now - c.last_use < options_.recent ||
+          now - c.journaled < options_.recent + scope.lag) {
         response.set_skipped_recent(response.skipped_recent() + 1);
         continue;
       }

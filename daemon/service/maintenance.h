@@ -41,12 +41,12 @@ struct MaintenanceOptions {
 
 // What a gc run knows beyond this host (daemon/cluster/gc_coordinator.h).
 struct GcScope {
-  // The latest use of entries on any host, by "{compiler_version}/{key}"
+  // The latest use of entries on other hosts, by "{compiler_version}/{key}"
   // (daemon/cluster/access_journal.h).
   absl::flat_hash_map<std::string, absl::Time> last_uses;
   uint64_t journals_read = 0;
-  // How far a journal's time may lag the use it records: entries last used
-  // (by any account) within recent + lag are still in use.
+  // How far a journal's time may lag the use it records: entries whose
+  // journaled use is within recent + lag are still in use.
   absl::Duration lag;
   // Uses within one `grain` are indistinguishable in the journals, so such
   // entries are equally cold and the cheapest to compile goes first.
