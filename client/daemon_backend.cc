@@ -128,7 +128,6 @@ class DaemonBackend::DaemonLease : public Lease {
       const std::string& path, const CopyResult& content,
       const std::map<std::string, std::string>& metadata) override {
     v1::PublishRequest request;
-    request.mutable_metadata()->insert(metadata.begin(), metadata.end());
     request.set_lease_id(lease_.lease_id());
     *request.mutable_id() = id_.ToProto();
     request.set_size(content.size);
