@@ -58,6 +58,10 @@ def fmt(v, digits=2):
     return f"{v:.{digits}f}"
 
 
+def size_label(n):
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
 def ratio(a, b):
     return None if a is None or not b else a / b
 
@@ -109,7 +113,7 @@ def table(variant, title, steps):
         md.append(
             f"| {mode} | {fmt(w)} | {fmt(min(walls))}–{fmt(max(walls))} | "
             f"{g('over')} | {'/'.join(map(str, comp))} | {g('n50')} | "
-            f"{g('n99')} | {g('r50')} | {g('r99')} | {g('rphase')} | "
+            f"{g('n99')} | {g('r50', 2)} | {g('r99', 2)} | {g('rphase')} | "
             f"{g('h50')} | {g('h99')} | {g('ans99')} | {g('pub50')} | "
             f"{g('ops', 0)} | {g('bytes', 0)} | {g('dcpu')} | {g('rcpu')} | "
             f"{fmt(ratio(w, l01))} | {fmt(ratio(w, l1))} | "
@@ -118,9 +122,10 @@ def table(variant, title, steps):
 
 
 table("same", f"SPMD storm, same order: {ranks} ranks x {graphs} graphs, "
-      f"C = 200 ms ± 20 %, S = {size >> 20} MiB", graphs)
-table("wide", f"{wide_ranks} ranks (127 waiters per graph) x {wide_graphs} "
-      f"graphs, same order, C = 200 ms ± 20 %, S = {size >> 20} MiB",
+      f"C = 200 ms ± 20 %, S = {size_label(size)}", graphs)
+table("wide", f"{wide_ranks} ranks ({wide_ranks - 1} waiters per graph) x "
+      f"{wide_graphs} graphs, same order, C = 200 ms ± 20 %, "
+      f"S = {size_label(size)}",
       wide_graphs)
 table("small", f"Small NEFFs: the same-order storm, {ranks} x {graphs}, "
       f"C = 200 ms ± 20 %, S = {small_size >> 10} KiB", graphs)
