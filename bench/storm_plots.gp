@@ -13,19 +13,21 @@ set key outside right top
 set xtics rotate by -25 noenhanced
 
 set output dir."/storm_wall.svg"
-set title "SPMD storm: wall time, median of the repetitions (lower is better)"
-set ylabel "wall (s)"
+set title "SPMD storm: wall minus the ideal (the compiles alone), per step, median (lower is better)"
+set ylabel "ms per step"
+set yrange [0:*]
 plot dir."/storm_wall.dat" using 2:xtic(1) title "daemon", \
-     "" using 3 title "legacy, 0.1 s poll", \
-     "" using 4 title "legacy, 1 s poll", \
+     "" using 3 title "legacy, 0.1 s poll (assumed)", \
+     "" using 4 title "legacy, 1 s poll (assumed)", \
      "" using 5 title "fallback (no daemon)", \
      "" using 6 title "floor (no protocol)"
 
 set output dir."/storm_handoff.svg"
-set title "Handoff to every waiter holding the path (median of the repetitions)"
+set title "Release to every waiter holding the path (notification), and each rank's read (median of the repetitions)"
 set ylabel "ms"
+set yrange [*:*]
 set logscale y
-plot dir."/storm_handoff.dat" using 2:xtic(1) title "p50 from compile end", \
-     "" using 3 title "p99 from compile end", \
-     "" using 4 title "p50 from release", \
-     "" using 5 title "p99 from release"
+plot dir."/storm_handoff.dat" using 2:xtic(1) title "notification p50", \
+     "" using 3 title "notification p99", \
+     "" using 4 title "read p50", \
+     "" using 5 title "read p99"

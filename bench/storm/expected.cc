@@ -1,37 +1,101 @@
 #include "bench/storm/expected.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
-#include "examples/fake_compiler.h"
 #include "store/file_util.h"
 
 namespace neffd::bench {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kStamp = 16;  // graph and page index, 8 bytes each
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+void Stamp(int g, size_t page, char* at, size_t room) {
+  const uint64_t words[2] = {static_cast<uint64_t>(g), page};
+  std::memcpy(at, words, std::min(room, kStamp));
+}
+
+}  // namespace
 
 std::string GraphKey(int g) { return absl::StrCat("storm", g); }
 
-absl::Status WriteExpected(const std::string& dir, int graphs, int64_t bytes) {
-  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
-  for (int g = 0; g < graphs; ++g) {
-    const std::string name = absl::StrCat(GraphKey(g), ".", bytes);
-    struct stat st;
-    if (stat(absl::StrCat(dir, "/", name).c_str(), &st) == 0 &&
-        st.st_size == bytes) {
-      continue;
-    }
-    if (absl::Status s = WriteFileAtomically(
-            dir, name, examples::FakeNeffBytes(GraphKey(g), bytes), "storm");
-        !s.ok()) {
-      return s;
-    }
+absl::Duration CompileTime(absl::Duration base, double jitter, uint64_t seed,
+                           int g) {
+  const double u =
+      (SplitMix64(seed * 1000003 + g) >> 11) * (1.0 / (1ULL << 53));
+  return base * (1 - jitter + 2 * jitter * u);
+}
+
+std::vector<int> GraphOrder(int graphs, int seed, int64_t rank) {
+  std::vector<int> order(graphs);
+  for (int g = 0; g < graphs; ++g) order[g] = g;
+  if (seed >= 0) {
+    std::mt19937 rng(seed + rank);
+    std::shuffle(order.begin(), order.end(), rng);
   }
-  return absl::OkStatus();
+  return order;
+}
+
+StormNeff::StormNeff(size_t size) : base_(size, '\0') {
+  uint64_t state = 0x5eed;
+  for (size_t i = 0; i < size; i += 8) {
+    const uint64_t word = SplitMix64(state++);
+    std::memcpy(base_.data() + i, &word, std::min<size_t>(8, size - i));
+  }
+  stamped_ = base_;
+}
+
+absl::string_view StormNeff::Bytes(int g) {
+  if (g != stamped_graph_) {
+    for (size_t page = 0; page * kPage < stamped_.size(); ++page) {
+      Stamp(g, page, stamped_.data() + page * kPage,
+            stamped_.size() - page * kPage);
+    }
+    stamped_graph_ = g;
+  }
+  return stamped_;
+}
+
+bool StormNeff::PageMatches(int g, absl::string_view content,
+                            size_t page) const {
+  const size_t at = page * kPage;
+  const size_t len = std::min(kPage, content.size() - at);
+  char stamp[kStamp];
+  Stamp(g, page, stamp, len);
+  const size_t stamped = std::min(len, kStamp);
+  return std::memcmp(content.data() + at, stamp, stamped) == 0 &&
+         std::memcmp(content.data() + at + stamped, base_.data() + at + stamped,
+                     len - stamped) == 0;
+}
+
+bool StormNeff::LooksLike(int g, absl::string_view content) const {
+  if (content.size() != base_.size()) return false;
+  if (content.empty()) return true;
+  const size_t last = (content.size() - 1) / kPage;
+  return PageMatches(g, content, 0) && PageMatches(g, content, last);
+}
+
+bool StormNeff::Matches(int g, absl::string_view content) const {
+  if (content.size() != base_.size()) return false;
+  for (size_t page = 0; page * kPage < content.size(); ++page) {
+    if (!PageMatches(g, content, page)) return false;
+  }
+  return true;
 }
 
 absl::Status ReadWhole(const std::string& path, std::string* buffer) {
@@ -50,23 +114,6 @@ absl::Status ReadWhole(const std::string& path, std::string* buffer) {
     done += n;
   }
   return absl::OkStatus();
-}
-
-bool MatchesExpected(const std::string& dir, const std::string& key,
-                     absl::string_view content) {
-  const std::string path = absl::StrCat(dir, "/", key, ".", content.size());
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st;
-  if (!fd.valid() || fstat(fd.get(), &st) != 0 ||
-      static_cast<size_t>(st.st_size) != content.size()) {
-    return false;
-  }
-  if (content.empty()) return true;
-  void* map = mmap(nullptr, content.size(), PROT_READ, MAP_SHARED, fd.get(), 0);
-  if (map == MAP_FAILED) return false;
-  const bool same = std::memcmp(map, content.data(), content.size()) == 0;
-  munmap(map, content.size());
-  return same;
 }
 
 }  // namespace neffd::bench

@@ -1,39 +1,70 @@
 // bench/storm/expected.h
 //
-// The bytes every storm rank must end up with for graph g: the fake
-// compiler's output for key "storm{g}", written once per (graph, size) into
-// a reference directory by the driver before anything is timed, so a rank
-// checks what it read with one memcmp instead of regenerating or hashing
-// 8 MiB per graph (which, times 128 ranks, would cost more than the protocol
-// being measured).
+// What the storm's fake compiler produces and what every rank must end up
+// with, made so that the harness costs next to nothing inside the timed
+// window: a NEFF is S bytes generated once per process before the clock
+// starts (a seeded PRNG, the same in every process), stamped with its graph
+// at the start of every 4 KiB page; a compile is a sleep of the graph's
+// compile time (C jittered by up to ±20 % per graph, seeded) and one write
+// of those bytes. Ranks check only the size and two stamps per step and
+// compare every byte after the clock stops.
 #ifndef NEFFD_BENCH_STORM_EXPECTED_H_
 #define NEFFD_BENCH_STORM_EXPECTED_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace neffd::bench {
 
 // The key of graph g.
 std::string GraphKey(int g);
 
-// Makes sure {dir}/{GraphKey(g)}.{bytes} holds the expected bytes for every
-// g < graphs (files already there with the right size are kept).
-absl::Status WriteExpected(const std::string& dir, int graphs, int64_t bytes);
+// Graph g's compile time: `base` scaled by a factor drawn uniformly from
+// [1 - jitter, 1 + jitter] by (seed, g). Jitter spreads the compile ends
+// over a poll interval, so a polling protocol's penalty is an average, not
+// a fixed function of C modulo the interval.
+absl::Duration CompileTime(absl::Duration base, double jitter, uint64_t seed,
+                           int g);
 
-// Reads the whole file at `path` into `buffer`, sized from fstat. A rank
-// keeps one buffer for every step, as a runtime's loader would: allocating
-// 8 MiB afresh per step costs more CPU in page faults and zeroing than the
-// read itself, and that cost would swamp the protocols being compared.
+// The order in which `rank` asks for the graphs: 0..graphs-1, or with
+// seed >= 0 a permutation of its own (the driver replays it to know which
+// graphs each step compiles).
+std::vector<int> GraphOrder(int graphs, int seed, int64_t rank);
+
+// The NEFF bytes of every graph, for one size.
+class StormNeff {
+ public:
+  explicit StormNeff(size_t size);
+
+  // Graph g's bytes; valid until the next call.
+  absl::string_view Bytes(int g);
+
+  // Constant time, for inside the timed window: the size and the stamps of
+  // the first and last page are graph g's (catches a short, torn or wrong
+  // file, not a wrong byte in between).
+  bool LooksLike(int g, absl::string_view content) const;
+
+  // Every byte, for after the clock.
+  bool Matches(int g, absl::string_view content) const;
+
+ private:
+  bool PageMatches(int g, absl::string_view content, size_t page) const;
+
+  std::string base_;     // unstamped
+  std::string stamped_;  // base_ stamped for stamped_graph_
+  int stamped_graph_ = -1;
+};
+
+// Reads the whole file at `path` into `buffer`, sized from fstat. A buffer
+// that already has the size is reused without allocating, as a runtime's
+// loader would: allocating 8 MiB afresh per step costs more CPU in page
+// faults and zeroing than the read itself.
 absl::Status ReadWhole(const std::string& path, std::string* buffer);
-
-// True if `content` equals the reference file for `key`.
-bool MatchesExpected(const std::string& dir, const std::string& key,
-                     absl::string_view content);
 
 }  // namespace neffd::bench
 

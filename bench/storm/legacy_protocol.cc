@@ -59,8 +59,10 @@ absl::StatusOr<DirectResult> LegacyGetOrCompile(
     if (absl::Status s = compile(tmp); !s.ok()) return s;
     c->metadata_ops += 4;  // rename neff, create done, unlink lock, (fsync)
     rename(tmp.c_str(), neff.c_str());
-    close(open(done.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    // Released as the NEFF is in place, the moment the storm takes as the
+    // release in every mode; model.done follows within microseconds.
     result.released = absl::Now();
+    close(open(done.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     unlink(lock.c_str());
     break;
   }

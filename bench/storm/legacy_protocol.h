@@ -31,8 +31,8 @@ struct LegacyCounters {
 // (this one, or the floor of bench/storm/floor_protocol.h).
 struct DirectResult {
   std::string neff_path;  // in the shared directory
-  // When this rank released the entry to the others (model.done written);
-  // InfinitePast if another rank compiled it.
+  // When this rank released the entry to the others (its NEFF renamed into
+  // place); InfinitePast if another rank compiled it.
   absl::Time released = absl::InfinitePast();
 };
 
