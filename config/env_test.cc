@@ -140,6 +140,13 @@ const Case kCases[] = {
     {"NEFFD_ADDRESS", "unix:/run/neffd/neffd.sock", kDefault, "127.0.0.1:7878",
      "127.0.0.1:7878", "unix:neffd.sock",
      "expected unix:/absolute/path or HOST:PORT"},
+    {"NEFFD_REAL_COMPILER", "(unset)", kDefault, "/opt/neuron/bin/neuronx-cc",
+     "/opt/neuron/bin/neuronx-cc", "neuronx-cc", kAbsolute},
+    {"NEFFD_DISABLE", "false", kDefault, "1", "true", "sometimes",
+     kBoolWarning},
+    {"NEFFD_NO_COMPILE", "false", kDefault, "yes", "true", "never",
+     kBoolWarning},
+    {"NEFFD_EXPLAIN", "false", kDefault, "on", "true", "loud", kBoolWarning},
     {"JOURNAL_STREAM", "(unset)", kDefault, "8:12345", "8:12345", nullptr,
      nullptr},
 };

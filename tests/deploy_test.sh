@@ -78,8 +78,11 @@ found=$(eval "$(tail -1 <<<"$out")"; command -v neuronx-cc)
 [[ "$found" == "$prefix/lib/neffd/bin/neuronx-cc" && -L "$found" &&
   "$(readlink -f "$found")" == "$(readlink -f "$prefix/bin/neffcc")" ]] ||
   { echo "neuronx-cc on the job's PATH is $found, not neffcc"; exit 1; }
+# nm's output is read whole: `nm | grep -q` under pipefail fails whenever grep
+# exits at its match before nm has written everything (SIGPIPE).
+exported=$(nm -D --defined-only "$prefix/lib/libneffclient.so")
 for symbol in neff_client_new neff_get_or_compile neff_lookup neff_free; do
-  nm -D --defined-only "$prefix/lib/libneffclient.so" | grep -qw "$symbol" ||
+  grep -qw "$symbol" <<<"$exported" ||
     { echo "libneffclient.so does not export $symbol"; exit 1; }
 done
 # The system python3 (uninstrumented) imports the module from where it was
