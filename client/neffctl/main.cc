@@ -21,10 +21,13 @@
 //   neffctl [--address A] [--json] drift [--compiler_version V]
 //                                        [--namespace NS]
 //
+//   neffctl --help | help [COMMAND]
+//
 // Flags may be spelled with '-' or '_'. Exit codes: 0 success or hit, 1 miss
 // (or a recorded failure / lock timeout / nothing to evict / no such entry /
 // health NOT_SERVING / no record of a key's inputs), 2 bad input or usage (one
 // line on stderr), 3 daemon unreachable, 4 the daemon failed the operation.
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -35,7 +38,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/neffctl/ctl.h"
+#include "config/flags.h"
 
 ABSL_FLAG(std::string, address, "",
           "daemon address (default $NEFFD_ADDRESS, else "
@@ -67,15 +73,192 @@ ABSL_FLAG(std::string, service, "",
 namespace neffd::ctl {
 namespace {
 
-constexpr char kUsage[] =
-    "usage: neffctl [--address A] [--json] {lookup NS KEY | put NS KEY FILE "
-    "| get NS KEY OUT | show NS KEY | evict NS KEY} --compiler_version V | "
-    "stats [-z] | ls [--namespace NS] [--compiler_version V] [--failed] "
-    "[--locked] [--sort key|size|last_access] [--limit N] | locks | drain | "
-    "undrain | health [--service S] | config | verify [--all] | gc "
-    "--max-size BYTES [--older-than AGE] [--dry-run] | import DIR "
-    "[--clear-stale-locks] | why NS KEY [--compiler_version V] | drift "
-    "[--compiler_version V]";
+// One command line: the command and its positional arguments.
+struct Call {
+  std::string command;
+  std::vector<std::string> args;
+};
+
+int LookupCommand(Ctl& ctl, const Call& call);
+int PutCommand(Ctl& ctl, const Call& call);
+int GetCommand(Ctl& ctl, const Call& call);
+int ShowCommand(Ctl& ctl, const Call& call);
+int EvictCommand(Ctl& ctl, const Call& call);
+int StatsCommand(Ctl& ctl, const Call& call);
+int ListCommand(Ctl& ctl, const Call& call);
+int LocksCommand(Ctl& ctl, const Call& call);
+int DrainCommand(Ctl& ctl, const Call& call);
+int HealthCommand(Ctl& ctl, const Call& call);
+int ConfigCommand(Ctl& ctl, const Call& call);
+int VerifyCommand(Ctl& ctl, const Call& call);
+int GcCommand(Ctl& ctl, const Call& call);
+int ImportCommand(Ctl& ctl, const Call& call);
+int WhyCommand(Ctl& ctl, const Call& call);
+int DriftCommand(Ctl& ctl, const Call& call);
+
+// Every command: its positional arguments, what it does, the options it
+// takes (flag names; --address and --json go with every command) and how
+// it runs. Help and argument counts come from here.
+struct Command {
+  const char* name;
+  const char* args;  // space-separated placeholders
+  const char* summary;
+  std::vector<const char*> options;
+  int (*run)(Ctl& ctl, const Call& call);
+};
+
+const std::vector<Command>& Commands() {
+  static const auto* commands = new std::vector<Command>{
+      {"lookup",
+       "NS KEY",
+       "exit 0 if the entry is cached, 1 if not",
+       {"compiler_version"},
+       LookupCommand},
+      {"put",
+       "NS KEY FILE",
+       "publish FILE as the entry",
+       {"compiler_version"},
+       PutCommand},
+      {"get",
+       "NS KEY OUT",
+       "copy the cached entry to OUT",
+       {"compiler_version"},
+       GetCommand},
+      {"show",
+       "NS KEY",
+       "the entry's record, state and lease",
+       {"compiler_version"},
+       ShowCommand},
+      {"evict",
+       "NS KEY",
+       "remove the entry from the cache",
+       {"compiler_version"},
+       EvictCommand},
+      {"stats", "", "the daemon's counters", {"z"}, StatsCommand},
+      {"ls",
+       "",
+       "list cached entries",
+       {"namespace", "compiler_version", "failed", "locked", "sort", "limit"},
+       ListCommand},
+      {"locks", "", "leases out on this host and who waits", {}, LocksCommand},
+      {"drain",
+       "",
+       "stop granting leases (health NOT_SERVING)",
+       {},
+       DrainCommand},
+      {"undrain", "", "grant leases again", {}, DrainCommand},
+      {"health",
+       "",
+       "exit 0 if the daemon serves, 1 if not",
+       {"service"},
+       HealthCommand},
+      {"config",
+       "",
+       "the daemon's settings and where each came from",
+       {},
+       ConfigCommand},
+      {"verify",
+       "",
+       "re-hash entries; damaged ones are quarantined",
+       {"all", "namespace"},
+       VerifyCommand},
+      {"gc",
+       "",
+       "remove least recently used entries",
+       {"max_size", "older_than", "dry_run", "namespace"},
+       GcCommand},
+      {"import",
+       "DIR",
+       "index an existing cache directory",
+       {"clear_stale_locks"},
+       ImportCommand},
+      {"why",
+       "NS KEY",
+       "what KEY was derived from, and why it missed",
+       {"compiler_version"},
+       WhyCommand},
+      {"drift",
+       "",
+       "inputs cached under more than one key",
+       {"compiler_version", "namespace"},
+       DriftCommand},
+  };
+  return *commands;
+}
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& command : Commands()) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+size_t ArgCount(const Command& command) {
+  return std::vector<absl::string_view>(
+             absl::StrSplit(command.args, ' ', absl::SkipEmpty()))
+      .size();
+}
+
+// "--compiler_version=VALUE" as typed (dashes), with the flag's help.
+std::string OptionHelp(const char* name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  std::string spelled = name;
+  std::replace(spelled.begin(), spelled.end(), '_', '-');
+  const bool takes_value = flag != nullptr && !flag->IsOfType<bool>();
+  return absl::StrCat("      --", spelled, takes_value ? "=VALUE" : "", "  ",
+                      flag != nullptr ? flag->Help() : "", "\n");
+}
+
+std::string CommandHelp(const Command& command) {
+  std::string help =
+      absl::StrCat("  ", command.name, *command.args ? " " : "", command.args,
+                   "\n      ", command.summary, "\n");
+  for (const char* option : command.options) {
+    absl::StrAppend(&help, OptionHelp(option));
+  }
+  return help;
+}
+
+std::string Help() {
+  std::string help =
+      "usage: neffctl [--address A] [--json] COMMAND [ARGS] [OPTIONS]\n"
+      "       neffctl help [COMMAND]\n\n"
+      "Options for every command:\n";
+  absl::StrAppend(&help, OptionHelp("address"), OptionHelp("json"),
+                  "\nCommands (NS is neff or hlo):\n");
+  for (const Command& command : Commands()) {
+    absl::StrAppend(&help, CommandHelp(command));
+  }
+  absl::StrAppend(&help,
+                  "\nExit codes: 0 success or hit, 1 miss (or nothing to do), "
+                  "2 bad input or usage,\n3 daemon unreachable, 4 the daemon "
+                  "failed the operation.\n");
+  return help;
+}
+
+std::string CommandNames() {
+  std::vector<std::string> names;
+  for (const Command& command : Commands()) names.push_back(command.name);
+  return absl::StrJoin(names, ", ");
+}
+
+// `neffctl help [COMMAND]`.
+int HelpCommand(const std::vector<std::string>& args) {
+  if (args.size() > 1) {
+    return Complain(kBadInput, "help takes at most one COMMAND");
+  }
+  if (args.empty()) {
+    std::fputs(Help().c_str(), stdout);
+    return 0;
+  }
+  const Command* command = FindCommand(args[0]);
+  if (command == nullptr) {
+    return Complain(kBadInput, absl::StrCat("no command '", args[0],
+                                            "'; commands: ", CommandNames()));
+  }
+  std::fputs(CommandHelp(*command).c_str(), stdout);
+  return 0;
+}
 
 // absl flags are identifiers; accept the dashed spellings users type.
 std::vector<std::string> NormaliseFlags(int argc, char** argv) {
@@ -91,44 +274,50 @@ std::vector<std::string> NormaliseFlags(int argc, char** argv) {
   return args;
 }
 
-// absl would exit 1 with its own message on an unknown flag or a bad value;
-// check first so that every bad argument is one line and exit code 2.
-bool CheckFlags(const std::vector<std::string>& args, std::string* error) {
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;
-    std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
-    const size_t eq = name.find('=');
-    const bool has_value = eq != std::string::npos;
-    const std::string value = has_value ? name.substr(eq + 1) : "";
-    if (has_value) name.resize(eq);
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && name.rfind("no", 0) == 0 && !has_value) {
-      flag = absl::FindCommandLineFlag(name.substr(2));
-      if (flag != nullptr && flag->IsOfType<bool>()) continue;
-      flag = nullptr;
-    }
-    if (flag == nullptr) {
-      *error = absl::StrCat("unknown flag '", arg, "'; ", kUsage);
-      return false;
-    }
-    if (flag->IsOfType<bool>() && !has_value) continue;
-    if (!has_value && i + 1 >= args.size()) {
-      *error = absl::StrCat("flag '", arg, "' needs a value");
-      return false;
-    }
-    std::string why;
-    const std::string given = has_value ? value : args[++i];
-    if (!flag->ParseFrom(given, &why)) {
-      *error = absl::StrCat("flag '--", name, "': bad value '", given, "'");
-      return false;
-    }
+absl::StatusOr<EntryKey> ParseEntry(const Call& call) {
+  if (absl::GetFlag(FLAGS_compiler_version).empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.command, " needs --compiler_version"));
   }
-  return true;
+  return EntryKey::Parse(call.args[0], absl::GetFlag(FLAGS_compiler_version),
+                         call.args[1]);
 }
 
-int ListCommand(Ctl& ctl) {
+// Runs `entry_command` on the entry the call names.
+template <typename F>
+int WithEntry(const Call& call, F entry_command) {
+  absl::StatusOr<EntryKey> id = ParseEntry(call);
+  if (!id.ok()) return Complain(kBadInput, id.status().message());
+  return entry_command(*id);
+}
+
+int LookupCommand(Ctl& ctl, const Call& call) {
+  return WithEntry(call, [&](const EntryKey& id) { return ctl.Lookup(id); });
+}
+
+int PutCommand(Ctl& ctl, const Call& call) {
+  return WithEntry(
+      call, [&](const EntryKey& id) { return ctl.Put(id, call.args[2]); });
+}
+
+int GetCommand(Ctl& ctl, const Call& call) {
+  return WithEntry(
+      call, [&](const EntryKey& id) { return ctl.Get(id, call.args[2]); });
+}
+
+int ShowCommand(Ctl& ctl, const Call& call) {
+  return WithEntry(call, [&](const EntryKey& id) { return ctl.Show(id); });
+}
+
+int EvictCommand(Ctl& ctl, const Call& call) {
+  return WithEntry(call, [&](const EntryKey& id) { return ctl.Evict(id); });
+}
+
+int StatsCommand(Ctl& ctl, const Call&) {
+  return absl::GetFlag(FLAGS_z) ? ctl.ResetStats() : ctl.Stats();
+}
+
+int ListCommand(Ctl& ctl, const Call&) {
   v1::ListEntriesRequest request;
   request.set_namespace_(absl::GetFlag(FLAGS_namespace));
   request.set_compiler_version(absl::GetFlag(FLAGS_compiler_version));
@@ -153,97 +342,95 @@ int ListCommand(Ctl& ctl) {
   return ctl.List(request);
 }
 
-int EntryCommand(Ctl& ctl, const std::string& command,
-                 const std::vector<char*>& args) {
-  const size_t want =
-      (command == "lookup" || command == "evict" || command == "show") ? 2 : 3;
-  if (args.size() - 2 != want) {
-    return Complain(kBadInput, absl::StrCat(command, " takes ", want,
-                                            " arguments; ", kUsage));
+int LocksCommand(Ctl& ctl, const Call&) { return ctl.Locks(); }
+
+int DrainCommand(Ctl& ctl, const Call& call) {
+  return ctl.Drain(call.command == "drain");
+}
+
+int HealthCommand(Ctl& ctl, const Call&) {
+  return ctl.Health(absl::GetFlag(FLAGS_service));
+}
+
+int ConfigCommand(Ctl& ctl, const Call&) { return ctl.Config(); }
+
+int VerifyCommand(Ctl& ctl, const Call&) {
+  return ctl.Verify(absl::GetFlag(FLAGS_namespace), absl::GetFlag(FLAGS_all));
+}
+
+int GcCommand(Ctl& ctl, const Call&) {
+  uint64_t max_size = 0;
+  absl::Duration older_than;
+  const std::string size_text = absl::GetFlag(FLAGS_max_size);
+  const std::string age_text = absl::GetFlag(FLAGS_older_than);
+  if (size_text.empty() && age_text.empty()) {
+    return Complain(kBadInput, "gc needs --max-size and/or --older-than");
   }
-  if (absl::GetFlag(FLAGS_compiler_version).empty()) {
+  if (!size_text.empty() && !ParseBytes(size_text, &max_size)) {
     return Complain(kBadInput,
-                    absl::StrCat(command, " needs --compiler_version"));
+                    absl::StrCat("--max-size '", size_text,
+                                 "' is not a size (e.g. 500G, 1048576)"));
   }
-  absl::StatusOr<EntryKey> id =
-      EntryKey::Parse(args[2], absl::GetFlag(FLAGS_compiler_version), args[3]);
-  if (!id.ok()) return Complain(kBadInput, id.status().message());
-  if (command == "lookup") return ctl.Lookup(*id);
-  if (command == "evict") return ctl.Evict(*id);
-  if (command == "show") return ctl.Show(*id);
-  if (command == "put") return ctl.Put(*id, args[4]);
-  return ctl.Get(*id, args[4]);
+  if (!age_text.empty() && !ParseAge(age_text, &older_than)) {
+    return Complain(kBadInput,
+                    absl::StrCat("--older-than '", age_text,
+                                 "' is not a duration (e.g. 7d, 12h)"));
+  }
+  return ctl.Gc(absl::GetFlag(FLAGS_namespace), max_size, older_than,
+                absl::GetFlag(FLAGS_dry_run));
+}
+
+int ImportCommand(Ctl& ctl, const Call& call) {
+  return ctl.Import(call.args[0], absl::GetFlag(FLAGS_clear_stale_locks));
+}
+
+int WhyCommand(Ctl& ctl, const Call& call) {
+  return ctl.Why(call.args[0], call.args[1],
+                 absl::GetFlag(FLAGS_compiler_version));
+}
+
+int DriftCommand(Ctl& ctl, const Call&) {
+  return ctl.Drift(absl::GetFlag(FLAGS_namespace),
+                   absl::GetFlag(FLAGS_compiler_version));
 }
 
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
+  absl::SetProgramUsageMessage("neffctl COMMAND; see neffctl --help");
   std::vector<std::string> normalised = NormaliseFlags(argc, argv);
-  if (std::string error; !CheckFlags(normalised, &error)) {
-    return Complain(kBadInput, error);
+  if (config::AsksForHelp(normalised)) {
+    std::fputs(Help().c_str(), stdout);
+    return 0;
+  }
+  if (std::vector<std::string> errors = config::CheckFlags(normalised);
+      !errors.empty()) {
+    return Complain(kBadInput, absl::StrCat(errors[0], "; see neffctl --help"));
   }
   std::vector<char*> raw;
   for (std::string& a : normalised) raw.push_back(a.data());
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
-  if (args.size() < 2) return Complain(kBadInput, kUsage);
-  const std::string command = args[1];
-  const size_t positional = args.size() - 2;
+  if (args.size() < 2) {
+    return Complain(kBadInput,
+                    absl::StrCat("no command; commands: ", CommandNames(),
+                                 " (see neffctl --help)"));
+  }
+  Call call{args[1], std::vector<std::string>(args.begin() + 2, args.end())};
+  if (call.command == "help") return HelpCommand(call.args);
+  const Command* command = FindCommand(call.command);
+  if (command == nullptr) {
+    return Complain(kBadInput, absl::StrCat("unknown command '", call.command,
+                                            "'; commands: ", CommandNames()));
+  }
+  if (const size_t want = ArgCount(*command); call.args.size() != want) {
+    return Complain(kBadInput,
+                    want == 0
+                        ? absl::StrCat(command->name, " takes no arguments")
+                        : absl::StrCat(command->name, " takes ", want,
+                                       " arguments (", command->args,
+                                       "); see neffctl help ", command->name));
+  }
   Ctl ctl(absl::GetFlag(FLAGS_address), absl::GetFlag(FLAGS_json));
-  const std::string ns = absl::GetFlag(FLAGS_namespace);
-  if (command == "lookup" || command == "put" || command == "get" ||
-      command == "evict" || command == "show") {
-    return EntryCommand(ctl, command, args);
-  }
-  if (command == "stats" || command == "verify" || command == "gc" ||
-      command == "ls" || command == "locks" || command == "drain" ||
-      command == "undrain" || command == "health" || command == "config") {
-    if (positional != 0) {
-      return Complain(kBadInput, absl::StrCat(command, " takes no arguments"));
-    }
-    if (command == "stats") {
-      return absl::GetFlag(FLAGS_z) ? ctl.ResetStats() : ctl.Stats();
-    }
-    if (command == "ls") return ListCommand(ctl);
-    if (command == "locks") return ctl.Locks();
-    if (command == "drain" || command == "undrain") {
-      return ctl.Drain(command == "drain");
-    }
-    if (command == "health") return ctl.Health(absl::GetFlag(FLAGS_service));
-    if (command == "config") return ctl.Config();
-    if (command == "verify") return ctl.Verify(ns, absl::GetFlag(FLAGS_all));
-    uint64_t max_size = 0;
-    absl::Duration older_than;
-    const std::string size_text = absl::GetFlag(FLAGS_max_size);
-    const std::string age_text = absl::GetFlag(FLAGS_older_than);
-    if (size_text.empty() && age_text.empty()) {
-      return Complain(kBadInput, "gc needs --max-size and/or --older-than");
-    }
-    if (!size_text.empty() && !ParseBytes(size_text, &max_size)) {
-      return Complain(kBadInput,
-                      absl::StrCat("--max-size '", size_text,
-                                   "' is not a size (e.g. 500G, 1048576)"));
-    }
-    if (!age_text.empty() && !ParseAge(age_text, &older_than)) {
-      return Complain(kBadInput,
-                      absl::StrCat("--older-than '", age_text,
-                                   "' is not a duration (e.g. 7d, 12h)"));
-    }
-    return ctl.Gc(ns, max_size, older_than, absl::GetFlag(FLAGS_dry_run));
-  }
-  if (command == "why") {
-    if (positional != 2) return Complain(kBadInput, "why takes NS KEY");
-    return ctl.Why(args[2], args[3], absl::GetFlag(FLAGS_compiler_version));
-  }
-  if (command == "drift") {
-    if (positional != 0) return Complain(kBadInput, "drift takes no arguments");
-    return ctl.Drift(ns, absl::GetFlag(FLAGS_compiler_version));
-  }
-  if (command == "import") {
-    if (positional != 1) return Complain(kBadInput, "import takes one DIR");
-    return ctl.Import(args[2], absl::GetFlag(FLAGS_clear_stale_locks));
-  }
-  return Complain(kBadInput,
-                  absl::StrCat("unknown command '", command, "'; ", kUsage));
+  return command->run(ctl, call);
 }
 
 }  // namespace

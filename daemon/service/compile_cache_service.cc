@@ -1,66 +1,15 @@
 #include "daemon/service/compile_cache_service.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <map>
-#include <thread>
-
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "daemon/log/log.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/request_validation.h"
-#include "store/digest.h"
-#include "store/file_util.h"
 
 namespace neffd {
 namespace {
 
 grpc::Status Invalid(absl::string_view message) {
   return MakeGrpcStatus(grpc::StatusCode::INVALID_ARGUMENT, message);
-}
-
-// Opens a client-staged file for reading, refusing anything that is not a
-// regular file directly inside `staging_dir` with a single link: a symlink or
-// hard link there must not let a client publish (and so read) a file it
-// could not read itself.
-absl::StatusOr<UniqueFd> OpenStagedFile(const std::string& staging_dir,
-                                        const std::string& path,
-                                        uint64_t size) {
-  if (absl::Status s = ValidateStagedPath(staging_dir, path); !s.ok()) {
-    return s;
-  }
-  UniqueFd fd(
-      open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ELOOP) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("staged_path: ", path, " is a symlink"));
-    }
-    return absl::FailedPreconditionError(
-        ErrnoStatus(errno, "staged_path: " + path).message());
-  }
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("staged_path: ", path, " is not a regular file"));
-  }
-  if (st.st_nlink != 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("staged_path: ", path, " has ", st.st_nlink,
-                     " hard links; stage a file of your own"));
-  }
-  if (static_cast<uint64_t>(st.st_size) != size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "size: the staged file is %d bytes; the request says %d", st.st_size,
-        size));
-  }
-  return fd;
 }
 
 }  // namespace
@@ -90,29 +39,22 @@ class CompileCacheService::LockReactor : public grpc::ServerUnaryReactor {
 
 CompileCacheService::CompileCacheService(ServiceOptions options,
                                          Catalog* catalog, LockTable* locks,
-                                         LocalTier* tier, Telemetry* telemetry)
+                                         LocalTier* tier, Publisher* publisher,
+                                         Telemetry* telemetry)
     : options_(std::move(options)),
       catalog_(catalog),
       locks_(locks),
       tier_(tier),
+      publisher_(publisher),
       telemetry_(telemetry),
       started_(options_.now()) {}
-
-bool CompileCacheService::UsesTier(const EntryKey& id) const {
-  return tier_ != nullptr && id.ns() == Namespace::kNeff;
-}
-
-v1::Entry CompileCacheService::Localize(const EntryKey& id,
-                                        const v1::Entry& entry) {
-  if (!UsesTier(id)) return entry;
-  absl::StatusOr<v1::Entry> local = tier_->Get(id, entry);
-  return local.ok() ? *local : entry;
-}
 
 absl::StatusOr<std::optional<v1::Entry>> CompileCacheService::Serve(
     const EntryKey& id) {
   absl::StatusOr<std::optional<v1::Entry>> found = catalog_->Find(id);
-  if (!found.ok() || !found->has_value() || !UsesTier(id)) return found;
+  if (!found.ok() || !found->has_value() || !TierServes(tier_, id)) {
+    return found;
+  }
   absl::StatusOr<v1::Entry> local = tier_->Get(id, **found);
   if (local.ok()) return *local;
   if (!absl::IsDataLoss(local.status())) return found;  // local disk trouble
@@ -121,7 +63,7 @@ absl::StatusOr<std::optional<v1::Entry>> CompileCacheService::Serve(
   if (absl::Status s = catalog_->Forget(id); !s.ok()) return s;
   found = catalog_->Find(id);
   if (!found.ok() || !found->has_value()) return found;
-  return Localize(id, **found);
+  return ServeLocally(tier_, id, **found);
 }
 
 grpc::ServerUnaryReactor* CompileCacheService::Lookup(
@@ -251,7 +193,7 @@ grpc::Status CompileCacheService::CompleteLock(const EntryKey& id,
     }
     case LockOutcome::kReady:
       response->set_outcome(v1::LockResponse::READY);
-      *response->mutable_entry() = Localize(id, event.entry);
+      *response->mutable_entry() = ServeLocally(tier_, id, event.entry);
       return grpc::Status::OK;
     case LockOutcome::kFailed:
       response->set_outcome(v1::LockResponse::FAILED);
@@ -298,103 +240,25 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
   absl::StatusOr<EntryKey> id =
       ValidatePublishRequest(*request, limits(), options_.staging_dir);
   if (!id.ok()) return ToGrpcStatus(id.status());
-  const bool inline_content =
-      request->content_case() == v1::PublishRequest::kInlineBytes;
-
-  const absl::Time started = options_.now();
-  // The lease is checked (and pinned) before the staged file is touched, so
-  // a client without the lease cannot make the daemon read or remove files.
-  if (absl::Status s = locks_->BeginPublish(request->lease_id(), *id);
-      !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  std::map<std::string, std::string> metadata(request->metadata().begin(),
-                                              request->metadata().end());
-  Producer producer{options_.host_id, 0};
-  absl::StatusOr<PublishResult> result;
-  if (inline_content) {
-    result = StoreFor(*id).PublishBytes(*id, request->inline_bytes(),
-                                        request->sha256(), producer, metadata);
+  Artifact artifact;
+  artifact.lease_id = request->lease_id();
+  if (request->content_case() == v1::PublishRequest::kInlineBytes) {
+    artifact.inline_bytes = request->inline_bytes();
   } else {
-    absl::StatusOr<UniqueFd> staged = OpenStagedFile(
-        options_.staging_dir, request->staged_path(), request->size());
-    if (!staged.ok()) {
-      result = staged.status();
-    } else {
-      // Once the store has verified the bytes (and before it makes them
-      // durable on the shared filesystem) they become this host's local
-      // copy and the waiters get it: their wait does not include the shared
-      // store's fsync. The publisher's answer still waits for durability.
-      // The waiters are answered on their own thread while the store
-      // fsyncs, so answering a hundred of them does not delay the
-      // publisher either; it is joined before the lease is released.
-      bool adopted = false;
-      std::thread answering;
-      auto verified = [&] {
-        if (!UsesTier(*id)) return;
-        v1::Entry local;
-        *local.mutable_id() = request->id();
-        local.set_size(request->size());
-        local.set_sha256(request->sha256());
-        local.set_producer_host(options_.host_id);
-        local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.now()));
-        local.mutable_metadata()->insert(metadata.begin(), metadata.end());
-        adopted = true;
-        if (!tier_->Adopt(*id, local, request->staged_path(), staged->get())) {
-          return;
-        }
-        // The moment the verified NEFF is in place under its served name,
-        // which bench/storm takes as the release in every protocol.
-        const absl::Time renamed = options_.now();
-        absl::StatusOr<v1::Entry> served = tier_->Get(*id, local);
-        if (!served.ok()) return;
-        answering =
-            std::thread([this, id = *id, served = *std::move(served),
-                         lease_id = request->lease_id(), started, renamed] {
-              const absl::Time released = options_.now();
-              const size_t waiters = locks_->AnswerWaiters(lease_id, served);
-              // When the entry was released to this host's waiters and how long
-              // answering them all took (bench/storm measures the lock handoff
-              // from `released_unix_us`).
-              log::Info("waiters_answered",
-                        {{"entry", id.Canonical()},
-                         {"waiters", static_cast<uint64_t>(waiters)},
-                         {"since_publish_us",
-                          absl::ToInt64Microseconds(options_.now() - started)},
-                         {"released_unix_us", absl::ToUnixMicros(released)},
-                         {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
-            });
-      };
-      result = StoreFor(*id).PublishFromFd(*id, staged->get(), request->size(),
-                                           request->sha256(), producer,
-                                           metadata, verified);
-      if (answering.joinable()) answering.join();
-      // The daemon owns what was staged for it, whatever the outcome.
-      if (!adopted) unlink(request->staged_path().c_str());
-    }
+    artifact.staged_path = request->staged_path();
   }
-  if (!result.ok()) {
-    locks_->FinishPublish(request->lease_id(), nullptr);
-    return ToGrpcStatus(result.status());
-  }
-  absl::Status indexed = catalog_->Record(*id, result->stored);
-  const v1::Entry served = Localize(*id, result->stored.entry);
-  locks_->FinishPublish(request->lease_id(), &served);
-  if (!indexed.ok()) return ToGrpcStatus(indexed);
-  telemetry_->CountPublish(id->ns(), result->already_cached,
-                           result->stored.entry.size());
-  if (!result->already_cached) {
-    log::Info("published",
-              {{"entry", id->Canonical()},
-               {"bytes", result->stored.entry.size()},
-               {"lease", request->lease_id()},
-               {"since_publish_us",
-                absl::ToInt64Microseconds(options_.now() - started)}});
-  }
-  response->set_outcome(result->already_cached
+  artifact.size = request->size();
+  artifact.sha256 = request->sha256();
+  artifact.metadata.insert(request->metadata().begin(),
+                           request->metadata().end());
+  absl::StatusOr<Published> published = publisher_->Publish(*id, artifact);
+  if (!published.ok()) return ToGrpcStatus(published.status());
+  telemetry_->CountPublish(id->ns(), published->already_cached,
+                           published->entry.size());
+  response->set_outcome(published->already_cached
                             ? v1::PublishResponse::ALREADY_CACHED
                             : v1::PublishResponse::PUBLISHED);
-  *response->mutable_entry() = served;
+  *response->mutable_entry() = std::move(published->entry);
   return grpc::Status::OK;
 }
 
@@ -407,19 +271,11 @@ grpc::Status CompileCacheService::Unlock(grpc::ServerContext*,
     case v1::UnlockRequest::ABANDONED:
       return ToGrpcStatus(locks_->Release(request->lease_id(), *id, nullptr));
     case v1::UnlockRequest::FAILED: {
-      // Pin the lease while the failure is written so only its holder can
-      // record one.
-      if (absl::Status s = locks_->BeginPublish(request->lease_id(), *id);
-          !s.ok()) {
-        return ToGrpcStatus(s);
-      }
-      absl::StatusOr<v1::Failure> failure =
-          StoreFor(*id).RecordFailure(*id, request->log());
-      locks_->FinishPublish(request->lease_id(), nullptr);
-      if (!failure.ok()) return ToGrpcStatus(failure.status());
+      absl::StatusOr<RecordedFailure> recorded =
+          publisher_->RecordFailure(*id, request->lease_id(), request->log());
+      if (!recorded.ok()) return ToGrpcStatus(recorded.status());
       telemetry_->CountFailureRecorded();
-      log::Info("compile_failure_recorded", {{"entry", id->Canonical()}});
-      return ToGrpcStatus(locks_->Release(request->lease_id(), *id, &*failure));
+      return ToGrpcStatus(recorded->released);
     }
     default:
       return Invalid("outcome: must be ABANDONED or FAILED");

@@ -1,12 +1,14 @@
 // daemon/service/compile_cache_service.h
 //
 // CompileCacheService implements neffd.v1.CompileCache over the Catalog
-// (index + stores) and the LockTable. It is the only place where wire
-// requests are validated: every field is checked before it reaches a path or
-// a table, and errors are INVALID_ARGUMENT (malformed field) or
-// FAILED_PRECONDITION (valid field, wrong state: a lease that is not held, a
-// staged file that is not a regular file in the staging directory), with a
-// message that starts with the field's name.
+// (index + stores), the LockTable and the Publisher (which carries out
+// Publish and Unlock(FAILED): daemon/publish/publisher.h); it validates wire
+// requests and translates them, and owns no protocol of its own. It is the
+// only place where wire requests are validated: every field is checked before
+// it reaches a path or a table, and errors are INVALID_ARGUMENT (malformed
+// field) or FAILED_PRECONDITION (valid field, wrong state: a lease that is not
+// held, a staged file that is not a regular file in the staging directory),
+// with a message that starts with the field's name.
 //
 // Lock is served with the callback API: a waiting Lock is a parked callback in
 // the LockTable, not a thread. Lookup is too, because it is the call ranks
@@ -15,8 +17,8 @@
 // other methods are synchronous; Publish may spend seconds copying and
 // hashing a large file.
 //
-// Thread-safe. The stores, index, lock table and telemetry must outlive the
-// service.
+// Thread-safe. The stores, index, lock table, publisher and telemetry must
+// outlive the service.
 #ifndef NEFFD_DAEMON_SERVICE_COMPILE_CACHE_SERVICE_H_
 #define NEFFD_DAEMON_SERVICE_COMPILE_CACHE_SERVICE_H_
 
@@ -30,6 +32,7 @@
 #include "absl/time/time.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
+#include "daemon/publish/publisher.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/service/telemetry.h"
 #include "daemon/tier/local_tier.h"
@@ -57,9 +60,11 @@ class CompileCacheService final
           v1::CompileCache::WithCallbackMethod_Lock<
               v1::CompileCache::Service>> {
  public:
-  // `tier` (may be null) serves neff entries from local copies.
+  // `tier` (may be null) serves neff entries from local copies; `publisher`
+  // carries out Publish and Unlock(FAILED).
   CompileCacheService(ServiceOptions options, Catalog* catalog,
-                      LockTable* locks, LocalTier* tier, Telemetry* telemetry);
+                      LockTable* locks, LocalTier* tier, Publisher* publisher,
+                      Telemetry* telemetry);
 
   // Every counter since start (GetStats reports them since the last reset),
   // with the gauges and the per-version index totals.
@@ -90,10 +95,8 @@ class CompileCacheService final
   Store& StoreFor(const EntryKey& id) const { return catalog_->StoreFor(id); }
   grpc::Status AnswerLookup(const v1::LookupRequest& request,
                             v1::LookupResponse* response);
-  bool UsesTier(const EntryKey& id) const;
   // The entry to hand a rank: verified, and local when the tier has it.
   absl::StatusOr<std::optional<v1::Entry>> Serve(const EntryKey& id);
-  v1::Entry Localize(const EntryKey& id, const v1::Entry& entry);
   // Fills `response` for a key that needs no lock: READY or FAILED. False if
   // the key is neither cached nor failed.
   absl::StatusOr<bool> AnswerWithoutLock(const EntryKey& id,
@@ -116,6 +119,7 @@ class CompileCacheService final
   Catalog* const catalog_;
   LockTable* const locks_;
   LocalTier* const tier_;
+  Publisher* const publisher_;
   Telemetry* const telemetry_;
   const absl::Time started_;
 };

@@ -9,12 +9,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <thread>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "daemon/cluster/gc_coordinator.h"
 #include "daemon/index/catalog.h"
@@ -22,10 +21,12 @@
 #include "daemon/locks/file_locks.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/log/log.h"
+#include "daemon/publish/publisher.h"
 #include "daemon/service/admin_service.h"
 #include "daemon/service/compile_cache_service.h"
 #include "daemon/service/health_service.h"
 #include "daemon/service/maintenance.h"
+#include "daemon/service/scheduler.h"
 #include "daemon/service/server_options.h"
 #include "daemon/service/telemetry.h"
 #include "daemon/tier/local_tier.h"
@@ -46,7 +47,7 @@ constexpr long kLustreSuperMagic = 0x0BD00BD0;
 constexpr long kSmbSuperMagic = 0x517B;
 constexpr long kCifsMagic = 0xFF534D42;
 constexpr absl::Duration kTickInterval = absl::Milliseconds(100);
-constexpr int kTicksPerAccessFlush = 100;  // every 10 s
+constexpr absl::Duration kAccessFlushInterval = absl::Seconds(10);
 
 std::string UnixPath(const std::string &address) {
   return absl::StartsWith(address, "unix:") ? address.substr(5) : "";
@@ -94,6 +95,48 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(
   }
   ssl.pem_key_cert_pairs.push_back(std::move(pair));
   return grpc::SslServerCredentials(ssl);
+}
+
+// The address checked against the TLS options, and the credentials to serve
+// it with.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CheckAddress(
+    const DaemonOptions &options) {
+  const bool tls = !options.tls_cert.empty() || !options.tls_key.empty();
+  if (absl::Status s = ValidateAddress(options.address, tls); !s.ok()) {
+    return s;
+  }
+  return CredentialsFor(options);
+}
+
+// The defaults that depend on other options or on the host.
+void FillDerivedDefaults(DaemonOptions &options) {
+  if (options.index_dir.empty()) {
+    options.index_dir = options.local_dir + "/index";
+  }
+  if (options.host_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    options.host_id = host;
+  }
+}
+
+// A unix socket's directory exists and no live daemon listens on it: gRPC
+// unlinks an existing socket file before binding, which must be a stale one
+// and not another daemon's.
+absl::Status PrepareSocketPath(const std::string &address) {
+  const std::string socket_path = UnixPath(address);
+  if (socket_path.empty()) return absl::OkStatus();
+  size_t slash = socket_path.rfind('/');
+  if (slash > 0) {
+    if (absl::Status s = MakeDirs(socket_path.substr(0, slash)); !s.ok()) {
+      return s;
+    }
+  }
+  if (SocketIsLive(socket_path)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("another neffd is already listening on ", socket_path));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -157,7 +200,29 @@ absl::Status ValidateAddress(const std::string &address, bool tls) {
                    "unix socket for anything else"));
 }
 
+// The daemon's parts, in the order Start builds them (and the reverse of
+// the order they are destroyed in). Each step of Start is one method.
 struct Daemon::Parts {
+  explicit Parts(DaemonOptions o) : options(std::move(o)) {}
+
+  // {local_dir} on a local filesystem, with its staging and lock dirs.
+  absl::Status PrepareLocalDir();
+  absl::Status OpenStores();
+  absl::Status OpenIndex();
+  void BuildLockTable();
+  absl::Status OpenTier();
+  void BuildServices();
+  absl::Status StartServer(
+      const std::shared_ptr<grpc::ServerCredentials> &credentials);
+  void StartPeriodicWork();
+
+  // The periodic tasks.
+  void Tick(bool watchdog, absl::Duration watchdog_ping);
+  void WriteMetrics();
+
+  std::string staging_dir() const { return options.local_dir + "/staging"; }
+  std::string locks_dir() const { return options.local_dir + "/locks"; }
+
   DaemonOptions options;
   std::unique_ptr<Store> neff_store;
   std::unique_ptr<Store> hlo_store;
@@ -168,6 +233,7 @@ struct Daemon::Parts {
   std::atomic<uint64_t> shared_lease_ops{0};
   std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
+  std::unique_ptr<Publisher> publisher;
   Telemetry telemetry;
   HealthService health;
   std::unique_ptr<CompileCacheService> service;
@@ -175,73 +241,26 @@ struct Daemon::Parts {
   std::unique_ptr<GcCoordinator> gc;  // cluster gc (issue 22)
   std::unique_ptr<CacheAdminService> admin;
   std::unique_ptr<grpc::Server> server;
-  absl::Notification stop_ticking;
-  std::thread ticker;
-  std::thread reporter;  // metrics textfile, when metrics_textfile is set
+  Scheduler scheduler{kTickInterval};
+  absl::Time next_watchdog_ping = absl::InfinitePast();
   bool shut_down = false;
-
-  void WriteMetrics() {
-    if (options.metrics_textfile.empty()) return;
-    absl::Status written =
-        WriteTextfile(options.metrics_textfile,
-                      telemetry.RenderPrometheus(service->CumulativeStats()));
-    if (!written.ok()) {
-      log::Error("metrics_write_failed", {{"path", options.metrics_textfile},
-                                          {"error", written.message()}});
-    }
-  }
 };
 
-Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
-
-Daemon::~Daemon() { Shutdown(); }
-
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
-  const bool tls = !options.tls_cert.empty() || !options.tls_key.empty();
-  if (absl::Status s = ValidateAddress(options.address, tls); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      CredentialsFor(options);
-  if (!credentials.ok()) return credentials.status();
-  if (options.index_dir.empty())
-    options.index_dir = options.local_dir + "/index";
-  if (options.host_id.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    options.host_id = host;
-  }
-  const std::string socket_path = UnixPath(options.address);
-  if (!socket_path.empty()) {
-    size_t slash = socket_path.rfind('/');
-    if (slash > 0) {
-      if (absl::Status s = MakeDirs(socket_path.substr(0, slash)); !s.ok()) {
-        return s;
-      }
-    }
-    // gRPC unlinks an existing socket file before binding; make sure that is
-    // a stale one and not another daemon's.
-    if (SocketIsLive(socket_path)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("another neffd is already listening on ", socket_path));
-    }
-  }
-
-  auto parts = std::make_unique<Parts>();
-  parts->options = options;
-  const std::string staging = options.local_dir + "/staging";
-  const std::string locks_dir = options.local_dir + "/locks";
+absl::Status Daemon::Parts::PrepareLocalDir() {
   if (absl::Status s = MakeDirs(options.local_dir); !s.ok()) return s;
   if (absl::Status s = CheckLocalFilesystem(options.local_dir); !s.ok()) {
     return s;
   }
-  for (const std::string &dir : {staging, locks_dir}) {
+  for (const std::string &dir : {staging_dir(), locks_dir()}) {
     if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   }
   // Ranks of any user stage files here; the sticky bit keeps them from
   // removing each other's.
-  chmod(staging.c_str(), 01777);
+  chmod(staging_dir().c_str(), 01777);
+  return absl::OkStatus();
+}
 
+absl::Status Daemon::Parts::OpenStores() {
   StoreOptions store_options;
   store_options.host_id = options.host_id;
   store_options.failed_ttl = options.failed_ttl;
@@ -256,131 +275,149 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   store_options.ns = Namespace::kHlo;
   absl::StatusOr<std::unique_ptr<Store>> hlo = Store::Open(store_options);
   if (!hlo.ok()) return hlo.status();
-  parts->neff_store = *std::move(neff);
-  parts->hlo_store = *std::move(hlo);
+  neff_store = *std::move(neff);
+  hlo_store = *std::move(hlo);
+  return absl::OkStatus();
+}
 
-  absl::StatusOr<std::unique_ptr<Index>> index = Index::Open(options.index_dir);
-  if (!index.ok()) return index.status();
-  parts->index = *std::move(index);
+absl::Status Daemon::Parts::OpenIndex() {
+  absl::StatusOr<std::unique_ptr<Index>> opened =
+      Index::Open(options.index_dir);
+  if (!opened.ok()) return opened.status();
+  index = *std::move(opened);
+  catalog =
+      std::make_unique<Catalog>(neff_store.get(), hlo_store.get(), index.get());
+  return absl::OkStatus();
+}
 
-  parts->catalog = std::make_unique<Catalog>(
-      parts->neff_store.get(), parts->hlo_store.get(), parts->index.get());
-  Catalog *catalog = parts->catalog.get();
-
-  parts->liveness = NewProcLiveness(options.host_id);
+void Daemon::Parts::BuildLockTable() {
+  liveness = NewProcLiveness(options.host_id);
   FileLocksOptions file_options;
-  file_options.locks_dir = locks_dir;
+  file_options.locks_dir = locks_dir();
   file_options.shared = options.shared_leases;
   file_options.host_id = options.host_id;
   file_options.stale_after = options.lease_ttl;
-  file_options.entry_dir = [catalog](const EntryKey &id) {
+  file_options.entry_dir = [catalog = catalog.get()](const EntryKey &id) {
     return catalog->StoreFor(id).EntryDir(id);
   };
   file_options.poll_interval = options.poll_interval;
-  file_options.shared_ops = &parts->shared_lease_ops;
-  parts->file_locks = NewFileLocks(file_options);
+  file_options.shared_ops = &shared_lease_ops;
+  file_locks = NewFileLocks(file_options);
   LockTableOptions lock_options;
   lock_options.lease_ttl = options.lease_ttl;
   lock_options.poll_interval = options.poll_interval;
-  lock_options.liveness = parts->liveness.get();
+  lock_options.liveness = liveness.get();
   lock_options.max_leases_per_holder = options.max_leases_per_pid;
   lock_options.max_waiters = options.max_lock_waiters;
-  lock_options.external_locks = parts->file_locks.get();
+  lock_options.external_locks = file_locks.get();
   lock_options.probe_entry =
-      [catalog](const EntryKey &id) -> std::optional<v1::Entry> {
+      [catalog =
+           catalog.get()](const EntryKey &id) -> std::optional<v1::Entry> {
     absl::StatusOr<std::optional<v1::Entry>> found = catalog->Find(id);
     return found.ok() ? *found : std::nullopt;
   };
-  parts->locks = std::make_unique<LockTable>(lock_options);
+  locks = std::make_unique<LockTable>(lock_options);
+}
+
+absl::Status Daemon::Parts::OpenTier() {
+  if (!options.local_tier) return absl::OkStatus();
+  LocalTierOptions tier_options;
+  tier_options.dir = options.local_dir + "/tier";
+  tier_options.capacity_bytes = options.local_tier_bytes;
+  absl::StatusOr<std::unique_ptr<LocalTier>> opened =
+      LocalTier::Open(tier_options);
+  if (!opened.ok()) return opened.status();
+  tier = *std::move(opened);
+  return absl::OkStatus();
+}
+
+void Daemon::Parts::BuildServices() {
+  PublisherOptions publisher_options;
+  publisher_options.host_id = options.host_id;
+  publisher = std::make_unique<Publisher>(publisher_options, catalog.get(),
+                                          locks.get(), tier.get());
 
   ServiceOptions service_options;
   service_options.host_id = options.host_id;
-  service_options.staging_dir = staging;
+  service_options.staging_dir = staging_dir();
   service_options.default_lock_timeout = options.lock_timeout;
   service_options.max_entry_bytes = options.max_entry_bytes;
   service_options.max_inline_bytes = options.max_inline_bytes;
-  service_options.shared_ops = [p = parts.get()] {
-    return p->neff_store->metadata_ops() + p->hlo_store->metadata_ops() +
-           p->shared_lease_ops.load();
+  service_options.shared_ops = [this] {
+    return neff_store->metadata_ops() + hlo_store->metadata_ops() +
+           shared_lease_ops.load();
   };
-  if (options.local_tier) {
-    LocalTierOptions tier_options;
-    tier_options.dir = options.local_dir + "/tier";
-    tier_options.capacity_bytes = options.local_tier_bytes;
-    absl::StatusOr<std::unique_ptr<LocalTier>> tier =
-        LocalTier::Open(tier_options);
-    if (!tier.ok()) return tier.status();
-    parts->tier = *std::move(tier);
-  }
-  parts->service = std::make_unique<CompileCacheService>(
-      service_options, parts->catalog.get(), parts->locks.get(),
-      parts->tier.get(), &parts->telemetry);
+  service = std::make_unique<CompileCacheService>(
+      service_options, catalog.get(), locks.get(), tier.get(), publisher.get(),
+      &telemetry);
 
   MaintenanceOptions maintenance_options;
   maintenance_options.stale_lock_age = options.lock_timeout;
   maintenance_options.recent = options.gc_recent;
   // `neffctl evict` drops the host's local copy too: otherwise ranks on this
   // host would keep being handed the evicted NEFF until the tier evicts it.
-  maintenance_options.on_evict = [tier =
-                                      parts->tier.get()](const EntryKey &id) {
+  maintenance_options.on_evict = [tier = tier.get()](const EntryKey &id) {
     if (tier != nullptr) tier->Remove(id);
   };
-  maintenance_options.lease_out = [locks =
-                                       parts->locks.get()](const EntryKey &id) {
+  maintenance_options.lease_out = [locks = locks.get()](const EntryKey &id) {
     return locks->Held(id);
   };
-  parts->maintenance =
-      std::make_unique<Maintenance>(maintenance_options, parts->catalog.get());
+  maintenance =
+      std::make_unique<Maintenance>(maintenance_options, catalog.get());
   // Cluster gc: one evictor per store, recency from every host's journal.
   GcCoordinatorOptions gc_options;
   gc_options.host_id = options.host_id;
-  gc_options.locks_dir = locks_dir + "/.gc";
+  gc_options.locks_dir = locks_dir() + "/.gc";
   gc_options.lease_ttl = options.lease_ttl;
   gc_options.max_size_bytes = options.max_cache_size;
   gc_options.interval = options.gc_interval;
   gc_options.journal_grain = options.access_journal_grain;
   gc_options.journal_min_spacing = options.access_journal_spacing;
-  gc_options.access_flush_period = kTickInterval * kTicksPerAccessFlush;
-  gc_options.shared_ops = &parts->shared_lease_ops;
-  parts->gc = std::make_unique<GcCoordinator>(gc_options, catalog,
-                                              parts->maintenance.get());
+  gc_options.access_flush_period = kAccessFlushInterval;
+  gc_options.shared_ops = &shared_lease_ops;
+  gc = std::make_unique<GcCoordinator>(gc_options, catalog.get(),
+                                       maintenance.get());
   catalog->SetAccessObserver(
-      [gc = parts->gc.get()](const auto &batch) { gc->NoteAccess(batch); });
+      [gc = gc.get()](const auto &batch) { gc->NoteAccess(batch); });
   AdminOptions admin_options;
-  admin_options.locks = parts->locks.get();
-  admin_options.telemetry = &parts->telemetry;
-  admin_options.cumulative_stats = [p = parts.get()] {
-    return p->service->CumulativeStats();
+  admin_options.locks = locks.get();
+  admin_options.telemetry = &telemetry;
+  admin_options.cumulative_stats = [this] {
+    return service->CumulativeStats();
   };
-  admin_options.set_draining = [p = parts.get()](bool draining) {
+  admin_options.set_draining = [this](bool draining) {
     if (draining) {
-      p->locks->Drain();
+      locks->Drain();
     } else {
-      p->locks->Undrain();
+      locks->Undrain();
     }
-    p->health.SetDraining(draining);
+    health.SetDraining(draining);
   };
   admin_options.config = options.config;
-  admin_options.gc = [gc = parts->gc.get()](Namespace ns,
-                                            const v1::GcRequest &request) {
+  admin_options.gc = [gc = gc.get()](Namespace ns,
+                                     const v1::GcRequest &request) {
     return gc->RunNow(ns, request);
   };
-  parts->admin = std::make_unique<CacheAdminService>(
-      parts->maintenance.get(), parts->catalog.get(), std::move(admin_options));
+  admin = std::make_unique<CacheAdminService>(maintenance.get(), catalog.get(),
+                                              std::move(admin_options));
+}
 
+absl::Status Daemon::Parts::StartServer(
+    const std::shared_ptr<grpc::ServerCredentials> &credentials) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.address, *credentials, &port);
-  builder.RegisterService(parts->service.get());
-  builder.RegisterService(parts->admin.get());
-  builder.RegisterService(&parts->health);
+  builder.AddListeningPort(options.address, credentials, &port);
+  builder.RegisterService(service.get());
+  builder.RegisterService(admin.get());
+  builder.RegisterService(&health);
   ConfigureServer(builder, options.max_inline_bytes + (1 << 20));
   grpc::ResourceQuota quota("neffd");
   quota.SetMaxThreads(options.max_rpc_threads);
   builder.SetResourceQuota(quota);
-  parts->server = builder.BuildAndStart();
-  if (parts->server == nullptr || (socket_path.empty() && port == 0)) {
+  server = builder.BuildAndStart();
+  const std::string socket_path = UnixPath(options.address);
+  if (server == nullptr || (socket_path.empty() && port == 0)) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.address));
   }
@@ -392,42 +429,70 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  Parts *p = parts.get();
+void Daemon::Parts::StartPeriodicWork() {
   uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
-  p->ticker = std::thread([p, watchdog, watchdog_usec] {
-    int ticks = 0;
-    absl::Time next_ping = absl::InfinitePast();
-    // Relative sleeps, not timed waits on the wall clock: a wall clock that
-    // disagrees with the kernel's (libfaketime in tests) must not stall the
-    // lock table.
-    for (;;) {
-      absl::SleepFor(kTickInterval);
-      if (p->stop_ticking.HasBeenNotified()) break;
-      p->locks->Tick();
-      if (watchdog && absl::Now() >= next_ping) {
-        sd_notify(0, "WATCHDOG=1");
-        next_ping = absl::Now() + absl::Microseconds(watchdog_usec / 2);
-      }
-      if (++ticks % kTicksPerAccessFlush == 0) {
-        (void)p->catalog->FlushAccessTimes();
-      }
-    }
-  });
-  p->gc->Start();
+  // The lock table's tick and the watchdog share the clock thread, so a
+  // wedged lock table stops the pings and gets the daemon restarted.
+  scheduler.Add({kTickInterval,
+                 [this, watchdog, watchdog_usec] {
+                   Tick(watchdog, absl::Microseconds(watchdog_usec / 2));
+                 },
+                 /*own_thread=*/false, /*first_at_start=*/true});
+  scheduler.Add(
+      {kAccessFlushInterval, [this] { (void)catalog->FlushAccessTimes(); }});
   if (!options.metrics_textfile.empty()) {
-    p->WriteMetrics();
-    p->reporter = std::thread([p] {
-      absl::Time next = absl::Now() + p->options.metrics_interval;
-      while (!p->stop_ticking.HasBeenNotified()) {
-        absl::SleepFor(kTickInterval);
-        if (absl::Now() < next) continue;
-        next = absl::Now() + p->options.metrics_interval;
-        p->WriteMetrics();
-      }
-    });
+    WriteMetrics();
+    scheduler.Add({options.metrics_interval, [this] { WriteMetrics(); },
+                   /*own_thread=*/true});
   }
+  scheduler.Start();
+  // Cluster gc keeps its own threads: a lease on the shared store and runs
+  // that may take minutes (daemon/cluster/gc_coordinator.h).
+  gc->Start();
+}
+
+void Daemon::Parts::Tick(bool watchdog, absl::Duration watchdog_ping) {
+  locks->Tick();
+  if (watchdog && absl::Now() >= next_watchdog_ping) {
+    sd_notify(0, "WATCHDOG=1");
+    next_watchdog_ping = absl::Now() + watchdog_ping;
+  }
+}
+
+void Daemon::Parts::WriteMetrics() {
+  if (options.metrics_textfile.empty()) return;
+  absl::Status written =
+      WriteTextfile(options.metrics_textfile,
+                    telemetry.RenderPrometheus(service->CumulativeStats()));
+  if (!written.ok()) {
+    log::Error("metrics_write_failed", {{"path", options.metrics_textfile},
+                                        {"error", written.message()}});
+  }
+}
+
+Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+Daemon::~Daemon() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      CheckAddress(options);
+  if (!credentials.ok()) return credentials.status();
+  FillDerivedDefaults(options);
+  if (absl::Status s = PrepareSocketPath(options.address); !s.ok()) return s;
+  auto parts = std::make_unique<Parts>(std::move(options));
+  if (absl::Status s = parts->PrepareLocalDir(); !s.ok()) return s;
+  if (absl::Status s = parts->OpenStores(); !s.ok()) return s;
+  if (absl::Status s = parts->OpenIndex(); !s.ok()) return s;
+  parts->BuildLockTable();
+  if (absl::Status s = parts->OpenTier(); !s.ok()) return s;
+  parts->BuildServices();
+  if (absl::Status s = parts->StartServer(*credentials); !s.ok()) return s;
+  parts->StartPeriodicWork();
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }
 
@@ -458,10 +523,8 @@ void Daemon::Shutdown() {
   p->locks->Shutdown();
   p->server->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoSeconds(p->options.shutdown_grace));
-  p->stop_ticking.Notify();
-  p->ticker.join();
+  p->scheduler.Stop();
   p->gc->Stop();
-  if (p->reporter.joinable()) p->reporter.join();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
   p->WriteMetrics();

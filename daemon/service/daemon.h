@@ -3,22 +3,24 @@
 // Daemon assembles one neffd: it checks the directories (the local dir must be
 // on a local filesystem), opens the stores, the index and the lock table,
 // serves CompileCache, CacheAdmin, grpc.health.v1.Health and server
-// reflection on one address, and runs the lock table's clock. Start() returns
-// once the server accepts calls; Shutdown() drains it (health NOT_SERVING,
-// waiters told to retry, in-flight calls finish within the grace period),
-// flushes the index and removes the socket.
+// reflection on one address, and runs the periodic work (the lock table's
+// clock, access-time flushes, metrics) from one Scheduler
+// (daemon/service/scheduler.h) and cluster gc from its GcCoordinator. Start()
+// returns once the server accepts calls; Shutdown() drains it (health
+// NOT_SERVING, waiters told to retry, in-flight calls finish within the grace
+// period), flushes the index and removes the socket.
 //
 // With `metrics_textfile` set, the Prometheus text exposition is written
 // there atomically every `metrics_interval` and on Reload(). While systemd's
-// watchdog is on (WATCHDOG_USEC), the tick thread pings it, so a wedged lock
-// table gets the daemon restarted.
+// watchdog is on (WATCHDOG_USEC), the lock table's tick pings it, so a
+// wedged lock table gets the daemon restarted.
 //
 // Addresses are "unix:/abs/path" (created 0660, group `socket_group` when that
 // group exists) or a loopback "127.0.0.1:PORT" / "localhost:PORT" /
 // "[::1]:PORT"; anything else is refused.
 //
 // Start, Shutdown and the destructor must not race; everything else in the
-// daemon runs on gRPC's threads and the tick thread.
+// daemon runs on gRPC's threads and the scheduler's.
 #ifndef NEFFD_DAEMON_SERVICE_DAEMON_H_
 #define NEFFD_DAEMON_SERVICE_DAEMON_H_
 

@@ -269,4 +269,15 @@ void LocalTier::Scan() {
   }
 }
 
+bool TierServes(const LocalTier* tier, const EntryKey& id) {
+  return tier != nullptr && id.ns() == Namespace::kNeff;
+}
+
+v1::Entry ServeLocally(LocalTier* tier, const EntryKey& id,
+                       const v1::Entry& entry) {
+  if (!TierServes(tier, id)) return entry;
+  absl::StatusOr<v1::Entry> local = tier->Get(id, entry);
+  return local.ok() ? *local : entry;
+}
+
 }  // namespace neffd

@@ -124,6 +124,15 @@ class LocalTier {
   std::thread scanner_;
 };
 
+// True when `tier` exists and keeps entries of `id`'s namespace (neff only:
+// hlo entries are small and read once).
+bool TierServes(const LocalTier* tier, const EntryKey& id);
+
+// `entry` as a rank should get it: from the tier when TierServes and the
+// local copy can be had, else as it is (the shared store's path).
+v1::Entry ServeLocally(LocalTier* tier, const EntryKey& id,
+                       const v1::Entry& entry);
+
 }  // namespace neffd
 
 #endif  // NEFFD_DAEMON_TIER_LOCAL_TIER_H_

@@ -1,0 +1,353 @@
+#include "daemon/flags.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "config/flags.h"
+#include "daemon/log/log.h"
+
+using neffd::config::DurationFlag;
+using neffd::config::LogLevelFlag;
+
+ABSL_FLAG(std::string, address, "", "unix:/path or loopback HOST:PORT");
+ABSL_FLAG(std::string, cache_dir, "", "NEFF cache root");
+ABSL_FLAG(std::string, hlo_cache_dir, "", "HLO cache root");
+ABSL_FLAG(std::string, local_dir, "",
+          "local lock and scratch dir; must be a local filesystem");
+ABSL_FLAG(std::string, index_dir, "",
+          "RocksDB index (empty: {local_dir}/index)");
+ABSL_FLAG(std::optional<DurationFlag>, lock_timeout, std::nullopt,
+          "how long a Lock waits when the request gives no wait");
+ABSL_FLAG(DurationFlag, lease_ttl, DurationFlag{absl::Seconds(30)},
+          "how long a lease lives without a KeepAlive");
+ABSL_FLAG(DurationFlag, failed_ttl, DurationFlag{absl::Hours(1)},
+          "how long a recorded compile failure is served before a retry");
+ABSL_FLAG(DurationFlag, shutdown_grace, DurationFlag{absl::Seconds(10)},
+          "how long in-flight calls get to finish on SIGTERM");
+ABSL_FLAG(DurationFlag, poll_interval, DurationFlag{absl::Seconds(1)},
+          "time between checks of a key another host is compiling");
+ABSL_FLAG(bool, shared_leases, true,
+          "take cross-host lease files on the shared store");
+ABSL_FLAG(DurationFlag, gc_recent_seconds, DurationFlag{absl::Minutes(1)},
+          "gc never removes an entry served on this host this recently");
+ABSL_FLAG(uint64_t, max_cache_size, 0,
+          "run gc every --gc_interval to keep the neff store under this many "
+          "bytes (0: off)");
+ABSL_FLAG(DurationFlag, gc_interval, DurationFlag{absl::Minutes(10)},
+          "time between periodic gc runs");
+ABSL_FLAG(DurationFlag, access_journal_grain, DurationFlag{absl::Minutes(10)},
+          "cluster gc: how far this host's record of serving an entry "
+          "({cache_dir}/.access/{host_id}) may lag");
+ABSL_FLAG(DurationFlag, access_journal_spacing, DurationFlag{absl::Seconds(10)},
+          "cluster gc: least time between rewrites of this host's access "
+          "journal");
+ABSL_FLAG(bool, local_tier, true,
+          "serve neff entries from a verified copy in {local_dir}/tier");
+ABSL_FLAG(uint64_t, local_tier_bytes, 0,
+          "local tier capacity in bytes (0: 20% of the local filesystem)");
+ABSL_FLAG(std::string, host_id, "", "this host's name (empty: hostname)");
+ABSL_FLAG(std::string, socket_group, "neuron",
+          "group that owns the unix socket (mode 0660) when it exists");
+ABSL_FLAG(std::string, metrics_textfile, "",
+          "write Prometheus metrics here atomically (node_exporter textfile "
+          "collector), e.g. /var/lib/node_exporter/textfile/neffd.prom");
+ABSL_FLAG(DurationFlag, metrics_interval, DurationFlag{absl::Seconds(15)},
+          "time between metrics textfile writes");
+ABSL_FLAG(std::optional<LogLevelFlag>, v, std::nullopt,
+          "log verbosity: 0 error, 1 warning, 2 info, 3 debug (or the name)");
+ABSL_FLAG(std::string, env_file, "/etc/neffd/neffd.env",
+          "re-read on SIGHUP for TORCH_NEURONX_LOG_LEVEL (systemd's "
+          "EnvironmentFile)");
+ABSL_FLAG(uint64_t, max_entry_bytes, uint64_t{8} << 30,
+          "largest entry a client may publish, in bytes");
+ABSL_FLAG(uint64_t, max_inline_bytes, uint64_t{16} << 20,
+          "largest entry a client may publish inline (hlo), in bytes; at "
+          "most 1073741824");
+ABSL_FLAG(int64_t, max_leases_per_pid, 256,
+          "leases one client process may hold at once (0: no limit)");
+ABSL_FLAG(int64_t, max_lock_waiters, 4096,
+          "Lock calls that may wait at once across all clients; more get "
+          "RESOURCE_EXHAUSTED at once (0: no limit)");
+ABSL_FLAG(int64_t, max_rpc_threads, 512,
+          "threads serving the synchronous calls (Publish, KeepAlive, Unlock, "
+          "GetStats, admin, health); a call finding all busy gets "
+          "RESOURCE_EXHAUSTED (at least 2)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain; with --tls_key, serve TCP over TLS (needed "
+          "for a non-loopback --address)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
+
+namespace neffd {
+namespace {
+
+constexpr int64_t kMaxCount = int64_t{1} << 30;
+
+// The flags that default to an environment variable of the registry.
+constexpr std::pair<const char*, const char*> kFlagVariables[] = {
+    {"address", "NEFFD_ADDRESS"},
+    {"cache_dir", "TORCH_NEURONX_NEFF_CACHE_DIR"},
+    {"hlo_cache_dir", "TORCH_NEURONX_HLO_CACHE_DIR"},
+    {"local_dir", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"},
+    {"lock_timeout", "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"},
+    {"v", "TORCH_NEURONX_LOG_LEVEL"},
+};
+
+std::string VariableOf(absl::string_view flag) {
+  for (const auto& [name, variable] : kFlagVariables) {
+    if (flag == name) return variable;
+  }
+  return "";
+}
+
+std::string FlagOr(const absl::Flag<std::string>& flag,
+                   const config::EnvSnapshot& env, absl::string_view variable) {
+  const std::string value = absl::GetFlag(flag);
+  return value.empty() ? env.GetString(variable) : value;
+}
+
+// The checks of values a flag's type accepts but the daemon does not.
+class RangeChecks {
+ public:
+  void Positive(absl::string_view name, absl::Duration d) {
+    if (d <= absl::ZeroDuration()) Refuse(name, d, "must be positive");
+  }
+  void NotNegative(absl::string_view name, absl::Duration d) {
+    if (d < absl::ZeroDuration()) Refuse(name, d, "must not be negative");
+  }
+  void Within(absl::string_view name, int64_t value, int64_t low,
+              int64_t high) {
+    if (value < low || value > high) {
+      errors_.push_back(absl::StrCat("--", name, ": \"", value,
+                                     "\" must be between ", low, " and ",
+                                     high));
+    }
+  }
+  void Require(bool ok, absl::string_view name, absl::string_view value,
+               absl::string_view why) {
+    if (!ok)
+      errors_.push_back(absl::StrCat("--", name, ": \"", value, "\" ", why));
+  }
+  std::vector<std::string> errors() && { return std::move(errors_); }
+
+ private:
+  void Refuse(absl::string_view name, absl::Duration d, absl::string_view why) {
+    Require(false, name, absl::FormatDuration(d), why);
+  }
+  std::vector<std::string> errors_;
+};
+
+// TORCH_NEURONX_LOG_LEVEL as set in systemd's EnvironmentFile `path`
+// (KEY=VALUE lines, '#'/';' comments, optional quotes), or -1.
+int LogLevelFromEnvFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  int level = -1;
+  while (std::getline(in, line)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&l, "TORCH_NEURONX_LOG_LEVEL=")) continue;
+    std::string value(absl::StripAsciiWhitespace(l));
+    if (value.size() >= 2 && (value[0] == '"' || value[0] == '\'')) {
+      value = value.substr(1, value.size() - 2);
+    }
+    const config::EnvSnapshot file =
+        config::EnvSnapshot::FromMap({{"TORCH_NEURONX_LOG_LEVEL", value}});
+    if (file.origin("TORCH_NEURONX_LOG_LEVEL") == config::Origin::kEnv) {
+      level = static_cast<int>(file.GetInt("TORCH_NEURONX_LOG_LEVEL"));
+    }
+  }
+  return level;
+}
+
+void AddSetting(v1::ConfigResponse* config, const std::string& name,
+                const std::string& value, const config::EnvSnapshot& env) {
+  v1::ConfigValue* out = config->add_settings();
+  out->set_name(name);
+  out->set_value(value);
+  const std::string variable = VariableOf(name);
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+    out->set_origin("flag");
+  } else if (!variable.empty() &&
+             env.origin(variable) == config::Origin::kEnv) {
+    out->set_origin("env");
+    out->set_note(absl::StrCat("from ", variable));
+  } else {
+    out->set_origin("default");
+  }
+}
+
+}  // namespace
+
+int ReportError(int code, absl::string_view message) {
+  // One line a person can act on; "<3>" makes it an error in the journal.
+  std::fprintf(stderr, "%sneffd: %s\n", log::UnderJournal() ? "<3>" : "",
+               std::string(message).c_str());
+  return code;
+}
+
+std::string NeffdHelp() {
+  return absl::StrCat(
+      "usage: neffd [flags]: serve the per-host NEFF/HLO compile cache\n\n"
+      "Durations are seconds (30, 0.5) or 30s, 5m, 1h; sizes are bytes.\n"
+      "Flags:\n",
+      config::FlagsHelp("daemon/", VariableOf));
+}
+
+void ParseFlagsOrExit(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "neffd [flags]: serve the per-host NEFF/HLO compile cache");
+  const std::vector<std::string> args(argv, argv + argc);
+  if (config::AsksForHelp(args)) {
+    std::fputs(NeffdHelp().c_str(), stdout);
+    std::exit(0);
+  }
+  const std::vector<std::string> errors = config::CheckFlags(args);
+  for (const std::string& error : errors) ReportError(kExitBadConfig, error);
+  if (!errors.empty()) std::exit(kExitBadConfig);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::exit(ReportError(kExitBadConfig,
+                          absl::StrCat("unexpected argument '", rest[1], "'")));
+  }
+}
+
+std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
+                                          DaemonOptions* options) {
+  RangeChecks check;
+  options->address = FlagOr(FLAGS_address, env, "NEFFD_ADDRESS");
+  options->neff_cache_dir =
+      FlagOr(FLAGS_cache_dir, env, "TORCH_NEURONX_NEFF_CACHE_DIR");
+  options->hlo_cache_dir =
+      FlagOr(FLAGS_hlo_cache_dir, env, "TORCH_NEURONX_HLO_CACHE_DIR");
+  options->local_dir =
+      FlagOr(FLAGS_local_dir, env, "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR");
+  options->index_dir = absl::GetFlag(FLAGS_index_dir);
+  options->host_id = absl::GetFlag(FLAGS_host_id);
+  options->socket_group = absl::GetFlag(FLAGS_socket_group);
+
+  // A negative --lock_timeout means "not given", as -1 did before the flag
+  // was a duration.
+  const std::optional<DurationFlag> lock_timeout =
+      absl::GetFlag(FLAGS_lock_timeout);
+  options->lock_timeout =
+      lock_timeout.has_value() && lock_timeout->value >= absl::ZeroDuration()
+          ? lock_timeout->value
+          : absl::Seconds(env.GetInt("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"));
+  options->lease_ttl = absl::GetFlag(FLAGS_lease_ttl).value;
+  check.Positive("lease_ttl", options->lease_ttl);
+  options->failed_ttl = absl::GetFlag(FLAGS_failed_ttl).value;
+  check.NotNegative("failed_ttl", options->failed_ttl);
+  options->shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace).value;
+  check.NotNegative("shutdown_grace", options->shutdown_grace);
+  options->poll_interval = absl::GetFlag(FLAGS_poll_interval).value;
+  check.Positive("poll_interval", options->poll_interval);
+  options->shared_leases = absl::GetFlag(FLAGS_shared_leases);
+  options->gc_recent = absl::GetFlag(FLAGS_gc_recent_seconds).value;
+  options->max_cache_size = absl::GetFlag(FLAGS_max_cache_size);
+  options->gc_interval = absl::GetFlag(FLAGS_gc_interval).value;
+  check.Positive("gc_interval", options->gc_interval);
+  options->access_journal_grain =
+      absl::GetFlag(FLAGS_access_journal_grain).value;
+  check.Positive("access_journal_grain", options->access_journal_grain);
+  options->access_journal_spacing =
+      absl::GetFlag(FLAGS_access_journal_spacing).value;
+  check.Positive("access_journal_spacing", options->access_journal_spacing);
+
+  options->max_entry_bytes = absl::GetFlag(FLAGS_max_entry_bytes);
+  options->max_inline_bytes = absl::GetFlag(FLAGS_max_inline_bytes);
+  check.Require(options->max_inline_bytes <= uint64_t{kMaxCount},
+                "max_inline_bytes", absl::StrCat(options->max_inline_bytes),
+                absl::StrCat("must be at most ", kMaxCount));
+  const int64_t leases = absl::GetFlag(FLAGS_max_leases_per_pid);
+  check.Within("max_leases_per_pid", leases, 0, kMaxCount);
+  options->max_leases_per_pid = static_cast<int>(leases);
+  const int64_t waiters = absl::GetFlag(FLAGS_max_lock_waiters);
+  check.Within("max_lock_waiters", waiters, 0, kMaxCount);
+  options->max_lock_waiters = static_cast<int>(waiters);
+  // gRPC needs one thread polling for calls while another serves one.
+  const int64_t threads = absl::GetFlag(FLAGS_max_rpc_threads);
+  check.Within("max_rpc_threads", threads, 2, int64_t{1} << 20);
+  options->max_rpc_threads = static_cast<int>(threads);
+
+  options->tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options->tls_key = absl::GetFlag(FLAGS_tls_key);
+  options->local_tier = absl::GetFlag(FLAGS_local_tier);
+  options->local_tier_bytes = absl::GetFlag(FLAGS_local_tier_bytes);
+  options->metrics_textfile = absl::GetFlag(FLAGS_metrics_textfile);
+  check.Require(
+      options->metrics_textfile.empty() || options->metrics_textfile[0] == '/',
+      "metrics_textfile", options->metrics_textfile,
+      "must be an absolute path");
+  options->metrics_interval = absl::GetFlag(FLAGS_metrics_interval).value;
+  check.Positive("metrics_interval", options->metrics_interval);
+  return std::move(check).errors();
+}
+
+int Verbosity(const config::EnvSnapshot& env, bool reread_env_file) {
+  if (const std::optional<LogLevelFlag> v = absl::GetFlag(FLAGS_v)) {
+    return v->level;
+  }
+  if (reread_env_file) {
+    const int from_file = LogLevelFromEnvFile(absl::GetFlag(FLAGS_env_file));
+    if (from_file >= 0) return from_file;
+  }
+  return static_cast<int>(env.GetInt("TORCH_NEURONX_LOG_LEVEL"));
+}
+
+v1::ConfigResponse DescribeConfig(const DaemonOptions& o,
+                                  const config::EnvSnapshot& env,
+                                  int verbosity) {
+  v1::ConfigResponse config;
+  const std::pair<std::string, std::string> rows[] = {
+      {"address", o.address},
+      {"cache_dir", o.neff_cache_dir},
+      {"hlo_cache_dir", o.hlo_cache_dir},
+      {"local_dir", o.local_dir},
+      {"index_dir", o.index_dir.empty() ? o.local_dir + "/index" : o.index_dir},
+      {"lock_timeout", absl::FormatDuration(o.lock_timeout)},
+      {"lease_ttl", absl::FormatDuration(o.lease_ttl)},
+      {"failed_ttl", absl::FormatDuration(o.failed_ttl)},
+      {"shutdown_grace", absl::FormatDuration(o.shutdown_grace)},
+      {"poll_interval", absl::FormatDuration(o.poll_interval)},
+      {"shared_leases", o.shared_leases ? "true" : "false"},
+      {"gc_recent_seconds", absl::FormatDuration(o.gc_recent)},
+      {"max_cache_size", absl::StrCat(o.max_cache_size)},
+      {"gc_interval", absl::FormatDuration(o.gc_interval)},
+      {"access_journal_grain", absl::FormatDuration(o.access_journal_grain)},
+      {"access_journal_spacing",
+       absl::FormatDuration(o.access_journal_spacing)},
+      {"host_id", o.host_id.empty() ? "(hostname)" : o.host_id},
+      {"socket_group", o.socket_group},
+      {"local_tier", o.local_tier ? "true" : "false"},
+      {"local_tier_bytes", absl::StrCat(o.local_tier_bytes)},
+      {"metrics_textfile", o.metrics_textfile},
+      {"metrics_interval", absl::FormatDuration(o.metrics_interval)},
+      {"max_leases_per_pid", absl::StrCat(o.max_leases_per_pid)},
+      {"max_lock_waiters", absl::StrCat(o.max_lock_waiters)},
+      {"max_rpc_threads", absl::StrCat(o.max_rpc_threads)},
+      {"v", absl::StrCat(verbosity)},
+  };
+  for (const auto& [name, value] : rows) AddSetting(&config, name, value, env);
+  for (const config::VarSpec& spec : config::Variables()) {
+    if ((spec.readers & config::kDaemon) == 0) continue;
+    v1::ConfigValue* v = config.add_variables();
+    v->set_name(spec.name);
+    v->set_value(env.FormatValue(spec.name));
+    v->set_origin(std::string(config::OriginName(env.origin(spec.name))));
+    v->set_note(env.note(spec.name));
+  }
+  for (const std::string& w : env.warnings()) config.add_warnings(w);
+  return config;
+}
+
+}  // namespace neffd

@@ -1,0 +1,158 @@
+#include "daemon/publish/publisher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/log/log.h"
+#include "store/file_util.h"
+
+namespace neffd {
+namespace {
+
+// Opens a client-staged file for reading, refusing anything that is not a
+// regular file with a single link: a symlink or hard link must not let a
+// client publish (and so read) a file it could not read itself.
+absl::StatusOr<UniqueFd> OpenStagedFile(const std::string& path,
+                                        uint64_t size) {
+  UniqueFd fd(
+      open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ELOOP) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("staged_path: ", path, " is a symlink"));
+    }
+    return absl::FailedPreconditionError(
+        ErrnoStatus(errno, "staged_path: " + path).message());
+  }
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("staged_path: ", path, " is not a regular file"));
+  }
+  if (st.st_nlink != 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("staged_path: ", path, " has ", st.st_nlink,
+                     " hard links; stage a file of your own"));
+  }
+  if (static_cast<uint64_t>(st.st_size) != size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "size: the staged file is %d bytes; the request says %d", st.st_size,
+        size));
+  }
+  return fd;
+}
+
+}  // namespace
+
+Publisher::Publisher(PublisherOptions options, Catalog* catalog,
+                     LockTable* locks, LocalTier* tier)
+    : options_(std::move(options)),
+      catalog_(catalog),
+      locks_(locks),
+      tier_(tier) {}
+
+absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
+                                             const Artifact& artifact) {
+  const absl::Time started = options_.now();
+  if (absl::Status s = locks_->BeginPublish(artifact.lease_id, id); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<PublishResult> result =
+      artifact.inline_bytes.has_value()
+          ? catalog_->StoreFor(id).PublishBytes(
+                id, *artifact.inline_bytes, artifact.sha256,
+                Producer{options_.host_id, 0}, artifact.metadata)
+          : PublishStaged(id, artifact, started);
+  if (!result.ok()) {
+    locks_->FinishPublish(artifact.lease_id, nullptr);
+    return result.status();
+  }
+  absl::Status indexed = catalog_->Record(id, result->stored);
+  Published published;
+  published.entry = ServeLocally(tier_, id, result->stored.entry);
+  published.already_cached = result->already_cached;
+  locks_->FinishPublish(artifact.lease_id, &published.entry);
+  if (!indexed.ok()) return indexed;
+  if (!published.already_cached) {
+    log::Info("published",
+              {{"entry", id.Canonical()},
+               {"bytes", published.entry.size()},
+               {"lease", artifact.lease_id},
+               {"since_publish_us",
+                absl::ToInt64Microseconds(options_.now() - started)}});
+  }
+  return published;
+}
+
+absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
+                                                       const Artifact& artifact,
+                                                       absl::Time started) {
+  absl::StatusOr<UniqueFd> staged =
+      OpenStagedFile(artifact.staged_path, artifact.size);
+  if (!staged.ok()) return staged.status();
+  bool adopted = false;
+  std::thread answering;
+  auto verified = [&] {
+    if (!TierServes(tier_, id)) return;
+    v1::Entry local;
+    *local.mutable_id() = id.ToProto();
+    local.set_size(artifact.size);
+    local.set_sha256(artifact.sha256);
+    local.set_producer_host(options_.host_id);
+    local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.now()));
+    local.mutable_metadata()->insert(artifact.metadata.begin(),
+                                     artifact.metadata.end());
+    adopted = true;
+    if (!tier_->Adopt(id, local, artifact.staged_path, staged->get())) return;
+    // The moment the verified NEFF is in place under its served name, which
+    // bench/storm takes as the release in every protocol.
+    const absl::Time renamed = options_.now();
+    absl::StatusOr<v1::Entry> served = tier_->Get(id, local);
+    if (!served.ok()) return;
+    answering = std::thread([this, id, served = *std::move(served),
+                             lease_id = artifact.lease_id, started, renamed] {
+      const absl::Time released = options_.now();
+      const size_t waiters = locks_->AnswerWaiters(lease_id, served);
+      // When the entry was released to this host's waiters and how long
+      // answering them all took (bench/storm measures the lock handoff from
+      // `released_unix_us`).
+      log::Info("waiters_answered",
+                {{"entry", id.Canonical()},
+                 {"waiters", static_cast<uint64_t>(waiters)},
+                 {"since_publish_us",
+                  absl::ToInt64Microseconds(options_.now() - started)},
+                 {"released_unix_us", absl::ToUnixMicros(released)},
+                 {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
+    });
+  };
+  absl::StatusOr<PublishResult> result = catalog_->StoreFor(id).PublishFromFd(
+      id, staged->get(), artifact.size, artifact.sha256,
+      Producer{options_.host_id, 0}, artifact.metadata, verified);
+  if (answering.joinable()) answering.join();
+  if (!adopted) unlink(artifact.staged_path.c_str());
+  return result;
+}
+
+absl::StatusOr<RecordedFailure> Publisher::RecordFailure(
+    const EntryKey& id, const std::string& lease_id,
+    absl::string_view compiler_log) {
+  if (absl::Status s = locks_->BeginPublish(lease_id, id); !s.ok()) return s;
+  absl::StatusOr<v1::Failure> failure =
+      catalog_->StoreFor(id).RecordFailure(id, compiler_log);
+  locks_->FinishPublish(lease_id, nullptr);
+  if (!failure.ok()) return failure.status();
+  log::Info("compile_failure_recorded", {{"entry", id.Canonical()}});
+  RecordedFailure recorded;
+  recorded.failure = *std::move(failure);
+  recorded.released = locks_->Release(lease_id, id, &recorded.failure);
+  return recorded;
+}
+
+}  // namespace neffd

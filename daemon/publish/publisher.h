@@ -1,0 +1,122 @@
+// daemon/publish/publisher.h
+//
+// Publisher carries out what a lease holder hands back: a compiled entry
+// (Publish) or a compile failure (RecordFailure). It is the protocol between
+// the lease (LockTable), the shared store, this host's local tier and the
+// index; the gRPC service only validates requests and translates them
+// (daemon/service/compile_cache_service.h).
+//
+// Publish(id, artifact):
+//   1. The lease is checked and pinned (LockTable::BeginPublish) before the
+//      staged file is touched, so a caller without the lease cannot make the
+//      daemon read or remove files, and a pinned lease is never revoked.
+//   2. A staged file is used only if it is a regular file with a single link
+//      (not a symlink, not a hard link to a file the caller could not read)
+//      and of the announced size.
+//   3. The store copies and hashes it. As soon as the bytes have matched the
+//      announced sha256 (before the store's fsync), a neff entry's staged
+//      file becomes the tier's verified copy and the key's parked waiters are
+//      answered READY with it, on a thread of its own that runs while the
+//      store fsyncs and is joined before the lease ends: waiters do not wait
+//      for the shared store's durability; the publisher's answer does.
+//   4. On success the entry is recorded in the index and the lease ends with
+//      it (every waiter, including later ones, gets READY); if the store
+//      refused the bytes, the pin is dropped and the holder keeps its lease
+//      and may retry.
+// A staged file that could be opened is the daemon's from then on: adopted
+// by the tier or removed, whatever the outcome.
+//
+// RecordFailure(id, lease_id, compiler_log): pins the lease while the failure
+// is written (so only its holder can record one), then hands the lease back:
+// every waiter gets kFailed.
+//
+// Errors name the request field they concern ("staged_path: ...", "size:
+// ..."): FailedPrecondition for a lease that is not held or a staged file
+// that cannot be used, InvalidArgument for a size that does not match, and
+// the store's and index's own errors otherwise.
+//
+// Thread-safe. The catalog, lock table and tier must outlive the publisher.
+#ifndef NEFFD_DAEMON_PUBLISH_PUBLISHER_H_
+#define NEFFD_DAEMON_PUBLISH_PUBLISHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/index/catalog.h"
+#include "daemon/locks/lock_table.h"
+#include "daemon/tier/local_tier.h"
+#include "proto/neffd/v1/records.pb.h"
+#include "store/entry_id.h"
+#include "store/store.h"
+
+namespace neffd {
+
+struct PublisherOptions {
+  // Recorded as the producer of what this host publishes.
+  std::string host_id;
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+// What a lease holder publishes: exactly one of `inline_bytes` and
+// `staged_path` (a file in the daemon's staging directory, already checked
+// to be named directly inside it).
+struct Artifact {
+  std::string lease_id;
+  std::optional<absl::string_view> inline_bytes;
+  std::string staged_path;
+  uint64_t size = 0;
+  std::string sha256;  // lowercase hex
+  std::map<std::string, std::string> metadata;
+};
+
+struct Published {
+  // The entry as the publisher should use it (the tier's copy when there is
+  // one).
+  v1::Entry entry;
+  bool already_cached = false;
+};
+
+struct RecordedFailure {
+  v1::Failure failure;
+  // Handing the lease back; not OK if the lease ended meanwhile (the failure
+  // stays recorded).
+  absl::Status released;
+};
+
+class Publisher {
+ public:
+  // `tier` may be null (no local copies).
+  Publisher(PublisherOptions options, Catalog* catalog, LockTable* locks,
+            LocalTier* tier);
+
+  absl::StatusOr<Published> Publish(const EntryKey& id,
+                                    const Artifact& artifact);
+
+  absl::StatusOr<RecordedFailure> RecordFailure(const EntryKey& id,
+                                                const std::string& lease_id,
+                                                absl::string_view compiler_log);
+
+ private:
+  // Stores a staged file, answering the waiters from the tier's copy once
+  // the store has verified it.
+  absl::StatusOr<PublishResult> PublishStaged(const EntryKey& id,
+                                              const Artifact& artifact,
+                                              absl::Time started);
+
+  const PublisherOptions options_;
+  Catalog* const catalog_;
+  LockTable* const locks_;
+  LocalTier* const tier_;
+};
+
+}  // namespace neffd
+
+#endif  // NEFFD_DAEMON_PUBLISH_PUBLISHER_H_

@@ -1,0 +1,248 @@
+// Publisher over the real parts it joins: a Store on disk, a RocksDB Index,
+// a LockTable and a LocalTier. What a lease holder and the ranks waiting on
+// it see: who gets the entry, from where, when the lease ends, and what
+// happens to the staged file.
+#include "daemon/publish/publisher.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/index/index.h"
+#include "gtest/gtest.h"
+#include "store/digest.h"
+
+namespace neffd {
+namespace {
+
+class PublisherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = absl::StrCat(
+        std::getenv("TEST_TMPDIR"), "/publisher_",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+    staging_ = root_ + "/staging";
+    std::filesystem::create_directories(staging_);
+    StoreOptions store;
+    store.host_id = "this-host";
+    store.root = root_ + "/neff";
+    neff_ = *Store::Open(store);
+    store.root = root_ + "/hlo";
+    store.ns = Namespace::kHlo;
+    hlo_ = *Store::Open(store);
+    index_ = *Index::Open(root_ + "/index");
+    catalog_ = std::make_unique<Catalog>(neff_.get(), hlo_.get(), index_.get());
+    locks_ = std::make_unique<LockTable>(LockTableOptions{});
+    LocalTierOptions tier;
+    tier.dir = root_ + "/tier";
+    tier_ = *LocalTier::Open(tier);
+    PublisherOptions options;
+    options.host_id = "this-host";
+    publisher_ = std::make_unique<Publisher>(options, catalog_.get(),
+                                             locks_.get(), tier_.get());
+  }
+
+  // A lease on `id` for rank 0 of pid `pid`.
+  std::string Lease(const EntryKey& id, int64_t pid = 100) {
+    std::optional<LockEvent> event;
+    locks_->Acquire(id, HolderInfo{"this-host", pid, 0}, /*wait=*/false,
+                    absl::Now() + absl::Seconds(10),
+                    [&event](LockEvent e) { event = std::move(e); });
+    EXPECT_TRUE(event.has_value() && event->outcome == LockOutcome::kGranted);
+    return event.has_value() ? event->lease_id : "";
+  }
+
+  // What a parked waiter was answered, and whether the lease was still out
+  // at that moment.
+  struct Answer {
+    absl::Mutex mu;
+    std::optional<LockEvent> event ABSL_GUARDED_BY(mu);
+    bool lease_still_out ABSL_GUARDED_BY(mu) = false;
+  };
+  void Park(const EntryKey& id, Answer* answer) {
+    locks_->Acquire(id, HolderInfo{"this-host", 200, 1}, /*wait=*/true,
+                    absl::Now() + absl::Seconds(30),
+                    [this, id, answer](LockEvent e) {
+                      absl::MutexLock lock(&answer->mu);
+                      answer->lease_still_out = locks_->Held(id);
+                      answer->event = std::move(e);
+                    });
+  }
+
+  std::string Stage(const std::string& name, const std::string& bytes) {
+    const std::string path = staging_ + "/" + name;
+    std::ofstream(path) << bytes;
+    return path;
+  }
+
+  Artifact Staged(const std::string& lease, const std::string& path,
+                  const std::string& bytes) {
+    Artifact artifact;
+    artifact.lease_id = lease;
+    artifact.staged_path = path;
+    artifact.size = bytes.size();
+    artifact.sha256 = Sha256Hex(bytes);
+    artifact.metadata = {{"compiler", "neuronx-cc"}};
+    return artifact;
+  }
+
+  bool Cached(const EntryKey& id) {
+    absl::StatusOr<std::optional<v1::Entry>> found = catalog_->Find(id);
+    return found.ok() && found->has_value();
+  }
+
+  std::string root_, staging_;
+  const EntryKey neff_id_ = *EntryKey::Parse("neff", "2.19", "graph1");
+  const EntryKey hlo_id_ = *EntryKey::Parse("hlo", "2.19", "module1");
+  std::unique_ptr<Store> neff_, hlo_;
+  std::unique_ptr<Index> index_;
+  std::unique_ptr<Catalog> catalog_;
+  std::unique_ptr<LockTable> locks_;
+  std::unique_ptr<LocalTier> tier_;
+  std::unique_ptr<Publisher> publisher_;
+};
+
+TEST_F(PublisherTest, WaitersGetTheLocalCopyWhileTheLeaseIsStillPinned) {
+  const std::string bytes(64 << 10, 'n');
+  const std::string lease = Lease(neff_id_);
+  Answer waiter;
+  Park(neff_id_, &waiter);
+  const std::string staged = Stage("s1", bytes);
+
+  absl::StatusOr<Published> published =
+      publisher_->Publish(neff_id_, Staged(lease, staged, bytes));
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_FALSE(published->already_cached);
+  EXPECT_TRUE(absl::StartsWith(published->entry.path(), root_ + "/tier/"))
+      << published->entry.path();
+  EXPECT_EQ(published->entry.metadata().at("compiler"), "neuronx-cc");
+
+  absl::MutexLock lock(&waiter.mu);
+  ASSERT_TRUE(waiter.event.has_value());
+  EXPECT_EQ(waiter.event->outcome, LockOutcome::kReady);
+  EXPECT_EQ(waiter.event->entry.path(), published->entry.path());
+  // Answered from the verified copy before the publish ended, not by the
+  // lease's end.
+  EXPECT_TRUE(waiter.lease_still_out);
+  EXPECT_FALSE(locks_->Held(neff_id_));
+  EXPECT_TRUE(Cached(neff_id_));
+  EXPECT_FALSE(std::filesystem::exists(staged));  // adopted by the tier
+}
+
+TEST_F(PublisherTest, WithoutTheLeaseNothingIsReadOrRemoved) {
+  const std::string bytes = "artifact";
+  const std::string staged = Stage("s1", bytes);
+  absl::StatusOr<Published> published =
+      publisher_->Publish(neff_id_, Staged("no-such-lease", staged, bytes));
+  EXPECT_TRUE(absl::IsFailedPrecondition(published.status()))
+      << published.status();
+  EXPECT_TRUE(std::filesystem::exists(staged));
+  EXPECT_FALSE(Cached(neff_id_));
+}
+
+TEST_F(PublisherTest, WrongBytesKeepTheLeaseForARetry) {
+  const std::string bytes(4096, 'a');
+  const std::string lease = Lease(neff_id_);
+  Answer waiter;
+  Park(neff_id_, &waiter);
+  Artifact wrong = Staged(lease, Stage("s1", bytes), bytes);
+  wrong.sha256 = Sha256Hex("something else");
+  absl::StatusOr<Published> refused = publisher_->Publish(neff_id_, wrong);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_TRUE(absl::StartsWith(refused.status().message(), "sha256:"));
+  EXPECT_FALSE(std::filesystem::exists(wrong.staged_path));  // ours to remove
+  EXPECT_TRUE(locks_->Held(neff_id_));
+  {
+    absl::MutexLock lock(&waiter.mu);
+    EXPECT_FALSE(waiter.event.has_value());
+  }
+
+  absl::StatusOr<Published> retried =
+      publisher_->Publish(neff_id_, Staged(lease, Stage("s2", bytes), bytes));
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  absl::MutexLock lock(&waiter.mu);
+  ASSERT_TRUE(waiter.event.has_value());
+  EXPECT_EQ(waiter.event->outcome, LockOutcome::kReady);
+}
+
+TEST_F(PublisherTest, StagedFilesThatAreNotTheCallersOwnAreRefused) {
+  const std::string bytes = "secret";
+  const std::string lease = Lease(neff_id_);
+  const std::string target = Stage("target", bytes);
+  const std::string link = staging_ + "/link";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  absl::StatusOr<Published> via_symlink =
+      publisher_->Publish(neff_id_, Staged(lease, link, bytes));
+  EXPECT_TRUE(absl::IsFailedPrecondition(via_symlink.status()));
+  EXPECT_TRUE(absl::StrContains(via_symlink.status().message(),
+                                "staged_path: " + link + " is a symlink"))
+      << via_symlink.status();
+
+  const std::string hard = staging_ + "/hard";
+  ASSERT_EQ(::link(target.c_str(), hard.c_str()), 0);
+  absl::StatusOr<Published> via_hard_link =
+      publisher_->Publish(neff_id_, Staged(lease, hard, bytes));
+  EXPECT_TRUE(absl::IsFailedPrecondition(via_hard_link.status()));
+  EXPECT_TRUE(
+      absl::StrContains(via_hard_link.status().message(), "2 hard links"))
+      << via_hard_link.status();
+
+  Artifact short_file = Staged(lease, Stage("short", bytes), bytes);
+  short_file.size = bytes.size() + 1;
+  absl::StatusOr<Published> wrong_size =
+      publisher_->Publish(neff_id_, short_file);
+  EXPECT_TRUE(absl::IsInvalidArgument(wrong_size.status()));
+  EXPECT_TRUE(absl::StartsWith(wrong_size.status().message(), "size:"));
+
+  EXPECT_TRUE(std::filesystem::exists(target));
+  EXPECT_FALSE(Cached(neff_id_));
+  EXPECT_TRUE(locks_->Held(neff_id_));  // the holder may still publish
+}
+
+TEST_F(PublisherTest, InlineBytesPublishOnceThenAreAlreadyCached) {
+  const std::string bytes = "hlo module";
+  for (bool already_cached : {false, true}) {
+    Artifact artifact;
+    artifact.lease_id = Lease(hlo_id_);
+    artifact.inline_bytes = bytes;
+    artifact.size = bytes.size();
+    artifact.sha256 = Sha256Hex(bytes);
+    absl::StatusOr<Published> published =
+        publisher_->Publish(hlo_id_, artifact);
+    ASSERT_TRUE(published.ok()) << published.status();
+    EXPECT_EQ(published->already_cached, already_cached);
+    // hlo entries are not copied to the tier.
+    EXPECT_TRUE(absl::StartsWith(published->entry.path(), root_ + "/hlo/"));
+    EXPECT_FALSE(locks_->Held(hlo_id_));
+  }
+}
+
+TEST_F(PublisherTest, AFailureGoesToEveryWaiterAndEndsTheLease) {
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      publisher_->RecordFailure(neff_id_, "no-such-lease", "log").status()));
+  EXPECT_FALSE(neff_->FindFailure(neff_id_).has_value());
+
+  const std::string lease = Lease(neff_id_);
+  Answer waiter;
+  Park(neff_id_, &waiter);
+  absl::StatusOr<RecordedFailure> recorded =
+      publisher_->RecordFailure(neff_id_, lease, "error: out of memory");
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_TRUE(recorded->released.ok()) << recorded->released;
+  EXPECT_TRUE(neff_->FindFailure(neff_id_).has_value());
+  EXPECT_FALSE(locks_->Held(neff_id_));
+  absl::MutexLock lock(&waiter.mu);
+  ASSERT_TRUE(waiter.event.has_value());
+  EXPECT_EQ(waiter.event->outcome, LockOutcome::kFailed);
+}
+
+}  // namespace
+}  // namespace neffd

@@ -1,0 +1,122 @@
+// The command lines of the real binaries: `neffd --help` and `neffctl
+// --help` are complete and exit 0, a bad flag value is one line naming the
+// flag and exit 2, and durations are taken in both forms operators type.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/harness/process.h"
+
+namespace neffd {
+namespace {
+
+using neffd::testing::CommandResult;
+using neffd::testing::RunCommand;
+using neffd::testing::Runfile;
+
+CommandResult Neffd(std::vector<std::string> args) {
+  args.insert(args.begin(), Runfile("daemon/neffd"));
+  return RunCommand(args);
+}
+
+CommandResult Neffctl(std::vector<std::string> args) {
+  args.insert(args.begin(), Runfile("client/neffctl"));
+  return RunCommand(args);
+}
+
+int Lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(NeffdCommandLineTest, HelpListsEveryFlagWithDefaultAndVariable) {
+  CommandResult help = Neffd({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_TRUE(absl::StrContains(help.out, "  --cache_dir=")) << help.out;
+  EXPECT_TRUE(absl::StrContains(help.out, "$TORCH_NEURONX_NEFF_CACHE_DIR"))
+      << help.out;
+  EXPECT_TRUE(absl::StrContains(help.out, "(default: 30s)")) << help.out;
+  // This test links the daemon's flag definitions (//daemon:flags), so the
+  // registry here holds exactly the flags neffd registers.
+  int daemon_flags = 0;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!absl::StartsWith(flag->Filename(), "daemon/")) continue;
+    ++daemon_flags;
+    EXPECT_TRUE(absl::StrContains(help.out, absl::StrCat("  --", name, "\n")) ||
+                absl::StrContains(help.out, absl::StrCat("  --", name, "=")))
+        << "--" << name << " is missing from neffd --help";
+  }
+  EXPECT_GT(daemon_flags, 20);
+}
+
+TEST(NeffdCommandLineTest, BadFlagValuesExitTwoNamingTheFlag) {
+  const std::string root = neffd::testing::NewTempDir("bad_flags");
+  const std::vector<std::string> dirs = {
+      "--local_dir=" + root + "/local", "--cache_dir=" + root + "/neff",
+      "--hlo_cache_dir=" + root + "/hlo", "--address=unix:" + root + "/s.sock"};
+  const std::pair<std::string, std::string> cases[] = {
+      {"--lease_ttl=abc", "--lease_ttl: \"abc\" is not a duration"},
+      {"--lease_ttl=0", "--lease_ttl: \"0\" must be positive"},
+      {"--max_entry_bytes=lots", "--max_entry_bytes: \"lots\" is not"},
+      {"--max_rpc_threads=1", "--max_rpc_threads: \"1\" must be between"},
+      {"--v=loud", "--v: \"loud\" is not a log level"},
+      {"--no_such_flag=1", "--no_such_flag: no such flag"},
+  };
+  for (const auto& [flag, message] : cases) {
+    std::vector<std::string> args = dirs;
+    args.push_back(flag);
+    CommandResult r = Neffd(args);
+    EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "neffd: " + message))
+        << flag << ": " << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << flag << ": " << r.err;
+  }
+}
+
+TEST(NeffdCommandLineTest, DurationsTakeBareSecondsOrUnits) {
+  const std::string root = neffd::testing::NewTempDir("durations");
+  neffd::testing::DaemonProcess daemon(
+      root, {"--lease_ttl=45", "--failed_ttl=2h", "--poll_interval=0.5"});
+  ASSERT_TRUE(daemon.Start());
+  CommandResult config =
+      Neffctl({"--address=" + daemon.address(), "--json", "config"});
+  ASSERT_EQ(config.exit_code, 0) << config.err;
+  for (const char* shown :
+       {"\"lease_ttl\",\"value\":\"45s\"", "\"failed_ttl\",\"value\":\"2h\"",
+        "\"poll_interval\",\"value\":\"500ms\""}) {
+    EXPECT_TRUE(absl::StrContains(config.out, shown)) << config.out;
+  }
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(), 0);
+}
+
+TEST(NeffctlCommandLineTest, HelpListsCommandsAndTheirOptions) {
+  CommandResult help = Neffctl({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  for (const char* shown :
+       {"  lookup NS KEY\n", "  gc\n", "--max-size=VALUE", "  import DIR\n",
+        "--clear-stale-locks", "--address=VALUE", "Exit codes:"}) {
+    EXPECT_TRUE(absl::StrContains(help.out, shown)) << shown << "\n"
+                                                    << help.out;
+  }
+  EXPECT_EQ(Neffctl({"help"}).out, help.out);
+
+  CommandResult gc = Neffctl({"help", "gc"});
+  EXPECT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_TRUE(absl::StartsWith(gc.out, "  gc\n")) << gc.out;
+  EXPECT_TRUE(absl::StrContains(gc.out, "--older-than=VALUE")) << gc.out;
+  EXPECT_FALSE(absl::StrContains(gc.out, "import")) << gc.out;
+
+  CommandResult unknown = Neffctl({"help", "nosuchcmd"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(unknown.err, "no command 'nosuchcmd'"))
+      << unknown.err;
+  EXPECT_EQ(Lines(unknown.err), 1) << unknown.err;
+}
+
+}  // namespace
+}  // namespace neffd
