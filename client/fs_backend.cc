@@ -20,7 +20,7 @@ class FilesystemBackend::FsLease : public Lease {
       const std::string& path, const CopyResult& content,
       const std::map<std::string, std::string>& metadata) override {
     UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd.valid()) return ErrnoStatus(errno, "opening " + path);
+    if (!fd.valid()) return absl::ErrnoToStatus(errno, "opening " + path);
     absl::StatusOr<PublishResult> published = store_->PublishFromFd(
         id_, fd.get(), content.size, content.sha256,
         Producer{host_, static_cast<int64_t>(getpid())}, metadata);

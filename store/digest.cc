@@ -66,7 +66,7 @@ absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
     ssize_t n = read(fd, buf, kChunk);
     if (n >= 0) return static_cast<size_t>(n);
     if (errno != EINTR)
-      return ErrnoStatus(errno, absl::StrCat("reading ", what));
+      return absl::ErrnoToStatus(errno, absl::StrCat("reading ", what));
   }
 }
 
@@ -228,7 +228,7 @@ absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
         errno == EOPNOTSUPP) {
       break;
     }
-    return ErrnoStatus(errno, absl::StrCat("copying ", what));
+    return absl::ErrnoToStatus(errno, absl::StrCat("copying ", what));
   }
   // Rare enough that CopyAndHash's buffered copy, hash and all, will do.
   absl::StatusOr<CopyResult> rest = CopyAndHash(in_fd, out_fd, what);

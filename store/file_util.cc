@@ -13,28 +13,6 @@
 
 namespace neffd {
 
-absl::Status ErrnoStatus(int err, absl::string_view context) {
-  std::string message = absl::StrCat(context, ": ", strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EEXIST:
-      return absl::AlreadyExistsError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case ELOOP:
-    case ENOTDIR:
-    case EISDIR:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
 UniqueFd &UniqueFd::operator=(UniqueFd &&other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) close(fd_);
@@ -52,7 +30,7 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what) {
     ssize_t n = write(fd, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("writing ", what));
+      return absl::ErrnoToStatus(errno, absl::StrCat("writing ", what));
     }
     data.remove_prefix(n);
   }
@@ -65,12 +43,13 @@ absl::Status MakeDirs(const std::string &path, int mode) {
     if (pos != path.size() && path[pos] != '/') continue;
     std::string prefix = path.substr(0, pos);
     if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
-      return ErrnoStatus(errno, absl::StrCat("creating directory ", prefix));
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("creating directory ", prefix));
     }
   }
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("stat ", path));
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
@@ -86,9 +65,10 @@ std::string UniqueTempName(absl::string_view base, absl::string_view host) {
 
 absl::Status FsyncDir(const std::string &dir) {
   UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", dir));
+  if (!fd.valid())
+    return absl::ErrnoToStatus(errno, absl::StrCat("opening ", dir));
   if (fsync(fd.get()) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("fsync ", dir));
+    return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", dir));
   }
   return absl::OkStatus();
 }
@@ -99,14 +79,15 @@ absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
   std::string tmp = absl::StrCat(dir, "/", UniqueTempName(name, host));
   UniqueFd fd(open(tmp.c_str(),
                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
+  if (!fd.valid())
+    return absl::ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
   absl::Status status = WriteAll(fd.get(), data, tmp);
   if (status.ok() && durable && fsync(fd.get()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
+    status = absl::ErrnoToStatus(errno, absl::StrCat("fsync ", tmp));
   }
   std::string target = absl::StrCat(dir, "/", name);
   if (status.ok() && rename(tmp.c_str(), target.c_str()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("renaming to ", target));
+    status = absl::ErrnoToStatus(errno, absl::StrCat("renaming to ", target));
   }
   if (!status.ok()) {
     unlink(tmp.c_str());
@@ -118,14 +99,15 @@ absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
 absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", path));
+  if (!fd.valid())
+    return absl::ErrnoToStatus(errno, absl::StrCat("opening ", path));
   std::string out;
   char buf[8192];
   for (;;) {
     ssize_t n = read(fd.get(), buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("reading ", path));
+      return absl::ErrnoToStatus(errno, absl::StrCat("reading ", path));
     }
     if (n == 0) break;
     out.append(buf, n);

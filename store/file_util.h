@@ -1,10 +1,10 @@
 // store/file_util.h
 //
 // Small POSIX helpers shared by the store, the lock table and the client's
-// fallback mode: errno → absl::Status mapping (ENOSPC/EDQUOT become
-// RESOURCE_EXHAUSTED so callers can tell "disk full" from a bug), an owned
-// file descriptor, and the atomic-write protocol (temp name with O_EXCL,
-// fsync, rename, fsync of the directory).
+// fallback mode: an owned file descriptor and the atomic-write protocol (temp
+// name with O_EXCL, fsync, rename, fsync of the directory). Failed calls
+// report absl::ErrnoToStatus(errno, "{what} {path}"), so ENOSPC/EDQUOT come
+// back RESOURCE_EXHAUSTED and callers can tell "disk full" from a bug.
 //
 // All functions are thread-safe.
 #ifndef NEFFD_STORE_FILE_UTIL_H_
@@ -17,9 +17,6 @@
 #include "absl/strings/string_view.h"
 
 namespace neffd {
-
-// A status for `err` whose message is "{context}: {strerror}".
-absl::Status ErrnoStatus(int err, absl::string_view context);
 
 // Owns a file descriptor; closes it on destruction.
 class UniqueFd {

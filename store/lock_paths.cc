@@ -24,7 +24,8 @@ absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
     }
     fd = UniqueFd(open(path.c_str(), kFlags, 0664));
   }
-  if (!fd.valid()) return ErrnoStatus(errno, "opening lock file " + path);
+  if (!fd.valid())
+    return absl::ErrnoToStatus(errno, "opening lock file " + path);
   return fd;
 }
 

@@ -56,8 +56,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
   }
   if (absl::Status s = MakeDirs(options.root); !s.ok()) return s;
   if (access(options.root.c_str(), W_OK | X_OK) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("cache root ", options.root,
-                                           " is not writable by this process"));
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("cache root ", options.root,
+                            " is not writable by this process"));
   }
   return std::unique_ptr<Store>(new Store(options));
 }
@@ -123,13 +124,14 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
   }
   UniqueFd fd(open(artifact.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) {
-    if (errno != ENOENT) return ErrnoStatus(errno, "opening " + artifact);
+    if (errno != ENOENT)
+      return absl::ErrnoToStatus(errno, "opening " + artifact);
     return Damaged(id, "model.done present but the artifact is missing",
                    on_damage);
   }
   struct stat before;
   if (fstat(fd.get(), &before) != 0) {
-    return ErrnoStatus(errno, "stat " + artifact);
+    return absl::ErrnoToStatus(errno, "stat " + artifact);
   }
   if (!S_ISREG(before.st_mode)) {
     return Damaged(id, "the artifact is not a regular file", on_damage);
@@ -156,7 +158,7 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
   if (!hashed.ok()) return hashed.status();
   struct stat after;
   if (fstat(fd.get(), &after) != 0) {
-    return ErrnoStatus(errno, "stat " + artifact);
+    return absl::ErrnoToStatus(errno, "stat " + artifact);
   }
   if (!(IdentityOf(before) == IdentityOf(after))) {
     return absl::UnavailableError(
@@ -226,7 +228,7 @@ absl::StatusOr<PublishResult> Store::Publish(
       absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
   UniqueFd out(open(
       tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!out.valid()) return ErrnoStatus(errno, "creating " + tmp);
+  if (!out.valid()) return absl::ErrnoToStatus(errno, "creating " + tmp);
   auto fail = [&](absl::Status status) {
     unlink(tmp.c_str());
     return status;
@@ -246,13 +248,15 @@ absl::StatusOr<PublishResult> Store::Publish(
   if (verified) verified();
   // The one fsync a publish needs (see PublishFromFd): a done record must
   // never name a torn artifact.
-  if (fsync(out.get()) != 0) return fail(ErrnoStatus(errno, "fsync " + tmp));
+  if (fsync(out.get()) != 0)
+    return fail(absl::ErrnoToStatus(errno, "fsync " + tmp));
   const std::string artifact = ArtifactPath(id);
   if (rename(tmp.c_str(), artifact.c_str()) != 0) {
-    return fail(ErrnoStatus(errno, "renaming to " + artifact));
+    return fail(absl::ErrnoToStatus(errno, "renaming to " + artifact));
   }
   struct stat st;  // after the rename, which changes ctime
-  if (fstat(out.get(), &st) != 0) return ErrnoStatus(errno, "stat " + artifact);
+  if (fstat(out.get(), &st) != 0)
+    return absl::ErrnoToStatus(errno, "stat " + artifact);
 
   v1::DoneRecord done;
   done.set_size(size);
@@ -283,7 +287,7 @@ absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey &id) {
   const std::string artifact = ArtifactPath(id);
   CountOps(2);
   UniqueFd fd(open(artifact.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus(errno, "opening " + artifact);
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, "opening " + artifact);
   struct stat st;
   if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat(artifact, " is not a file"));
@@ -396,7 +400,7 @@ absl::StatusOr<std::string> Store::Quarantine(const EntryKey &id,
   if (absl::Status s = MakeDirs(qdir); !s.ok()) return s;
   const std::string target = QuarantineTarget(id);
   if (rename(EntryDir(id).c_str(), target.c_str()) != 0) {
-    return ErrnoStatus(errno, "quarantining " + EntryDir(id));
+    return absl::ErrnoToStatus(errno, "quarantining " + EntryDir(id));
   }
   (void)WriteFileAtomically(target, "reason", absl::StrCat(reason, "\n"),
                             options_.host_id);

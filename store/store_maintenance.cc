@@ -87,7 +87,7 @@ absl::Status Store::Remove(const EntryKey &id) {
       trash, "/", UniqueTempName(id.key(), options_.host_id).substr(1));
   CountOps(2);
   if (rename(EntryDir(id).c_str(), target.c_str()) != 0) {
-    return ErrnoStatus(errno, "removing " + EntryDir(id));
+    return absl::ErrnoToStatus(errno, "removing " + EntryDir(id));
   }
   std::error_code ignored;
   std::filesystem::remove_all(target, ignored);
@@ -105,7 +105,7 @@ absl::Status Store::RemoveLockFile(const EntryKey &id,
       absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
   CountOps(2);
   if (rename(path.c_str(), doomed.c_str()) != 0) {
-    return ErrnoStatus(errno, "breaking " + path);
+    return absl::ErrnoToStatus(errno, "breaking " + path);
   }
   unlink(doomed.c_str());
   return absl::OkStatus();
@@ -120,7 +120,7 @@ absl::StatusOr<absl::Time> Store::FilesystemNow() const {
   struct stat st;
   if (!fd.valid() || futimens(fd.get(), nullptr) != 0 ||
       fstat(fd.get(), &st) != 0) {
-    return ErrnoStatus(errno, "touching " + path);
+    return absl::ErrnoToStatus(errno, "touching " + path);
   }
   return absl::TimeFromTimespec(st.st_mtim);
 }

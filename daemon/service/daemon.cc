@@ -101,7 +101,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(
 absl::Status CheckLocalFilesystem(const std::string &path) {
   struct statfs fs;
   if (statfs(path.c_str(), &fs) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("statfs ", path));
+    return absl::ErrnoToStatus(errno, absl::StrCat("statfs ", path));
   }
   const char *kind = nullptr;
   switch (static_cast<long>(fs.f_type)) {

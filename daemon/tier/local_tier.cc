@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<LocalTier>> LocalTier::Open(
   if (options.capacity_bytes == 0) {
     struct statvfs fs;
     if (statvfs(options.dir.c_str(), &fs) != 0) {
-      return ErrnoStatus(errno, "statvfs " + options.dir);
+      return absl::ErrnoToStatus(errno, "statvfs " + options.dir);
     }
     options.capacity_bytes =
         static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize / 5;
@@ -161,7 +161,7 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
 
 absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
   UniqueFd in(open(entry.path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!in.valid()) return ErrnoStatus(errno, "opening " + entry.path());
+  if (!in.valid()) return absl::ErrnoToStatus(errno, "opening " + entry.path());
   const std::string path = absl::StrCat(options_.dir, "/", name);
   const std::string dir = path.substr(0, path.rfind('/'));
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
@@ -169,7 +169,7 @@ absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
       dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "tier"));
   UniqueFd out(open(
       tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!out.valid()) return ErrnoStatus(errno, "creating " + tmp);
+  if (!out.valid()) return absl::ErrnoToStatus(errno, "creating " + tmp);
   absl::StatusOr<CopyResult> copied =
       CopyAndHash(in.get(), out.get(), entry.path());
   absl::Status status;
@@ -182,7 +182,7 @@ absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
           absl::StrCat(entry.path(), " no longer matches its sha256 (",
                        copied->sha256, " != ", entry.sha256(), ")"));
     } else if (rename(tmp.c_str(), path.c_str()) != 0) {
-      status = ErrnoStatus(errno, "installing " + path);
+      status = absl::ErrnoToStatus(errno, "installing " + path);
     }
     // No fsync, as for an adopted copy: a tier file from before a restart
     // is hashed again before it is handed out (Get), so a power loss costs
