@@ -33,6 +33,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
+#include "store/counting_env.h"
 #include "store/file_util.h"
 #include "store/liveness.h"
 #include "store/store.h"
@@ -165,7 +166,8 @@ struct Daemon::Parts {
   std::unique_ptr<Catalog> catalog;
   std::unique_ptr<LocalTier> tier;
   std::unique_ptr<Liveness> liveness;
-  std::atomic<uint64_t> shared_lease_ops{0};
+  // The lease files' calls on the shared store, counted for the stats.
+  std::unique_ptr<CountingEnv> lease_env;
   std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
   Telemetry telemetry;
@@ -247,6 +249,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   store_options.failed_ttl = options.failed_ttl;
   store_options.root = options.neff_cache_dir;
   store_options.ns = Namespace::kNeff;
+  store_options.env = options.env;
   store_options.on_event = [](const StoreEvent &event) {
     log::EventWithFields(log::Level::kWarning, event.name, event.fields);
   };
@@ -277,11 +280,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     return catalog->StoreFor(id).EntryDir(id);
   };
   file_options.poll_interval = options.poll_interval;
-  file_options.shared_ops = &parts->shared_lease_ops;
+  parts->lease_env = std::make_unique<CountingEnv>(options.env);
+  file_options.env = options.env;
+  file_options.shared_env = parts->lease_env.get();
   parts->file_locks = NewFileLocks(file_options);
   LockTableOptions lock_options;
   lock_options.lease_ttl = options.lease_ttl;
   lock_options.poll_interval = options.poll_interval;
+  lock_options.env = options.env;
   lock_options.liveness = parts->liveness.get();
   lock_options.max_leases_per_holder = options.max_leases_per_pid;
   lock_options.max_waiters = options.max_lock_waiters;
@@ -301,12 +307,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   service_options.max_inline_bytes = options.max_inline_bytes;
   service_options.shared_ops = [p = parts.get()] {
     return p->neff_store->metadata_ops() + p->hlo_store->metadata_ops() +
-           p->shared_lease_ops.load();
+           p->lease_env->metadata_ops();
   };
   if (options.local_tier) {
     LocalTierOptions tier_options;
     tier_options.dir = options.local_dir + "/tier";
     tier_options.capacity_bytes = options.local_tier_bytes;
+    tier_options.env = options.env;
     absl::StatusOr<std::unique_ptr<LocalTier>> tier =
         LocalTier::Open(tier_options);
     if (!tier.ok()) return tier.status();
