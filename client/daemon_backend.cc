@@ -195,13 +195,13 @@ class DaemonBackend::DaemonLease : public Lease {
   absl::StatusOr<std::string> Stage(const std::string& path,
                                     const CopyResult& content) {
     UniqueFd in(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!in.valid()) return ErrnoStatus(errno, "opening " + path);
+    if (!in.valid()) return absl::ErrnoToStatus(errno, "opening " + path);
     const std::string staged =
         absl::StrCat(lease_.staging_dir(), "/", StagedName(id_));
     UniqueFd out(open(staged.c_str(),
                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                       0644));
-    if (!out.valid()) return ErrnoStatus(errno, "staging " + staged);
+    if (!out.valid()) return absl::ErrnoToStatus(errno, "staging " + staged);
     absl::StatusOr<uint64_t> copied =
         CopyFileContents(in.get(), out.get(), path);
     if (!copied.ok() || *copied != content.size) {

@@ -22,7 +22,7 @@ absl::StatusOr<FileLock> FileLock::Acquire(UniqueFd fd, absl::Time deadline,
   for (;;) {
     if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return FileLock(std::move(fd));
     if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK) return ErrnoStatus(errno, "flock");
+    if (errno != EWOULDBLOCK) return absl::ErrnoToStatus(errno, "flock");
     const absl::Time now = clock.now();
     if (now >= deadline) return FileLock();
     clock.sleep(std::min(backoff, deadline - now));

@@ -6,6 +6,21 @@
 #include "absl/strings/str_cat.h"
 
 namespace neffd {
+namespace {
+
+// Env::Default() telling the time by the backend's clock (tests skew it).
+class ClockEnv : public EnvWrapper {
+ public:
+  explicit ClockEnv(Clock clock)
+      : EnvWrapper(Env::Default()), clock_(std::move(clock)) {}
+  absl::Time Now() override { return clock_.now(); }
+  void SleepFor(absl::Duration duration) override { clock_.sleep(duration); }
+
+ private:
+  const Clock clock_;
+};
+
+}  // namespace
 
 // Holds the entry's lock file; the lock drops when the lease is destroyed.
 class FilesystemBackend::FsLease : public Lease {
@@ -20,7 +35,7 @@ class FilesystemBackend::FsLease : public Lease {
       const std::string& path, const CopyResult& content,
       const std::map<std::string, std::string>& metadata) override {
     UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd.valid()) return ErrnoStatus(errno, "opening " + path);
+    if (!fd.valid()) return absl::ErrnoToStatus(errno, "opening " + path);
     absl::StatusOr<PublishResult> published = store_->PublishFromFd(
         id_, fd.get(), content.size, content.sha256,
         Producer{host_, static_cast<int64_t>(getpid())}, metadata);
@@ -45,7 +60,8 @@ class FilesystemBackend::FsLease : public Lease {
 };
 
 FilesystemBackend::FilesystemBackend(FilesystemBackendOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)),
+      env_(std::make_unique<ClockEnv>(options_.clock)) {}
 
 absl::StatusOr<Store*> FilesystemBackend::StoreFor(Namespace ns) {
   absl::MutexLock lock(&mu_);
@@ -57,7 +73,7 @@ absl::StatusOr<Store*> FilesystemBackend::StoreFor(Namespace ns) {
     o.ns = ns;
     o.host_id = options_.host;
     o.failed_ttl = options_.failed_ttl;
-    o.now = options_.clock.now;
+    o.env = env_.get();
     absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(o);
     if (!opened.ok()) return opened.status();
     store = *std::move(opened);

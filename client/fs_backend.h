@@ -55,6 +55,8 @@ class FilesystemBackend : public Backend {
                                               Store::OnDamage on_damage);
 
   const FilesystemBackendOptions options_;
+  // The filesystem, with options_.clock as its clock, for the stores.
+  const std::unique_ptr<Env> env_;
   absl::Mutex mu_;
   std::unique_ptr<Store> neff_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Store> hlo_ ABSL_GUARDED_BY(mu_);

@@ -28,11 +28,11 @@ std::string MarkerText(const EntryKey& id, const CopyResult& content) {
 // Opens `path` as a directory, creating it if needed.
 absl::StatusOr<UniqueFd> OpenDir(const std::string& path) {
   if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoStatus(errno, "creating " + path);
+    return absl::ErrnoToStatus(errno, "creating " + path);
   }
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid() && errno != ENOENT) {
-    return ErrnoStatus(errno, "opening " + path);
+    return absl::ErrnoToStatus(errno, "opening " + path);
   }
   return fd;
 }
@@ -133,10 +133,11 @@ absl::Status WorkDir::Clear() {
        it.increment(ec)) {
     children.push_back(it->path());
   }
-  if (ec) return ErrnoStatus(ec.value(), "listing " + path_);
+  if (ec) return absl::ErrnoToStatus(ec.value(), "listing " + path_);
   for (const std::filesystem::path& child : children) {
     std::filesystem::remove_all(child, ec);
-    if (ec) return ErrnoStatus(ec.value(), "removing " + child.string());
+    if (ec)
+      return absl::ErrnoToStatus(ec.value(), "removing " + child.string());
   }
   return absl::OkStatus();
 }

@@ -15,7 +15,7 @@ absl::Status WriteNew(const std::string& path, absl::string_view data,
                       int extra_flags = O_TRUNC) {
   UniqueFd fd(
       open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | extra_flags, 0644));
-  if (!fd.valid()) return ErrnoStatus(errno, path);
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, path);
   return WriteAll(fd.get(), data, path);
 }
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
@@ -11,7 +12,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "store/file_util.h"
 
 namespace neffd {
 
@@ -21,19 +21,26 @@ struct Sha256::Ctx {
 };
 
 Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {
-  EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr);
+  failed_ = ctx_->md == nullptr ||
+            EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr) != 1;
 }
 
 Sha256::~Sha256() = default;
 
 void Sha256::Update(const void *data, size_t size) {
-  EVP_DigestUpdate(ctx_->md, data, size);
+  if (failed_) return;
+  failed_ = EVP_DigestUpdate(ctx_->md, data, size) != 1;
 }
 
-std::string Sha256::HexDigest() {
+absl::StatusOr<std::string> Sha256::HexDigest() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx_->md, md, &len);
+  if (failed_ || EVP_DigestFinal_ex(ctx_->md, md, &len) != 1) {
+    char reason[256];
+    ERR_error_string_n(ERR_get_error(), reason, sizeof(reason));
+    return absl::InternalError(
+        absl::StrCat("sha256: OpenSSL failed: ", reason));
+  }
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char *>(md), len));
 }
@@ -41,7 +48,7 @@ std::string Sha256::HexDigest() {
 std::string Sha256Hex(absl::string_view data) {
   Sha256 h;
   h.Update(data.data(), data.size());
-  return h.HexDigest();
+  return h.HexDigest().value_or("");
 }
 
 bool IsSha256Hex(absl::string_view hex) {
@@ -66,7 +73,7 @@ absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
     ssize_t n = read(fd, buf, kChunk);
     if (n >= 0) return static_cast<size_t>(n);
     if (errno != EINTR)
-      return ErrnoStatus(errno, absl::StrCat("reading ", what));
+      return absl::ErrnoToStatus(errno, absl::StrCat("reading ", what));
   }
 }
 
@@ -77,8 +84,8 @@ class WritePipeline {
  public:
   static constexpr int kSlots = 4;
 
-  WritePipeline(int out_fd, absl::string_view what)
-      : out_fd_(out_fd), what_(what), buffers_(kSlots) {
+  WritePipeline(int out_fd, absl::string_view what, Env *env)
+      : out_fd_(out_fd), what_(what), env_(env), buffers_(kSlots) {
     for (auto &b : buffers_) b.resize(kChunk);
     writer_ = std::thread([this] { WriteLoop(); });
   }
@@ -123,7 +130,7 @@ class WritePipeline {
         data = buffers_[written_ % kSlots].data();
         n = sizes_[written_ % kSlots];
       }
-      absl::Status s = WriteAll(out_fd_, absl::string_view(data, n), what_);
+      absl::Status s = env_->Write(out_fd_, what_, absl::string_view(data, n));
       // Keep the disk busy while later chunks are read and hashed: start
       // writeback of each 8 MiB window as it fills and wait for the one
       // before it, so the caller's fsync finds at most two windows left
@@ -153,6 +160,7 @@ class WritePipeline {
 
   const int out_fd_;
   const std::string what_;
+  Env *const env_;
   std::vector<std::vector<char>> buffers_;
   absl::Mutex mu_;
   // Explicit waits, not Mutex::Await: absl evaluates an Await condition on
@@ -167,10 +175,18 @@ class WritePipeline {
   std::thread writer_;
 };
 
+absl::StatusOr<CopyResult> Finish(Sha256 &hash, CopyResult result) {
+  absl::StatusOr<std::string> digest = hash.HexDigest();
+  if (!digest.ok()) return digest.status();
+  result.sha256 = *std::move(digest);
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
-                                       absl::string_view what) {
+                                       absl::string_view what,
+                                       const CopyOptions &options) {
   // Advisory: a larger kernel readahead for a source read once, in order.
   (void)posix_fadvise(in_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   Sha256 hash;
@@ -184,13 +200,13 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
       hash.Update(buf.data(), *n);
       result.size += *n;
     }
-    result.sha256 = hash.HexDigest();
-    return result;
+    return Finish(hash, result);
   }
   // Copying: hashing and writing run on two threads, so a publish takes
   // about as long as the slower of the two instead of their sum (and gets
   // two threads' share of a busy machine).
-  WritePipeline pipeline(out_fd, what);
+  WritePipeline pipeline(
+      out_fd, options.out_name.empty() ? what : options.out_name, options.env);
   for (;;) {
     char *buf = pipeline.Acquire();
     if (buf == nullptr) break;  // the writer failed; Close() says why
@@ -205,8 +221,7 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
     pipeline.Submit(*n);
   }
   if (absl::Status s = pipeline.Close(); !s.ok()) return s;
-  result.sha256 = hash.HexDigest();
-  return result;
+  return Finish(hash, result);
 }
 
 absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
@@ -228,7 +243,7 @@ absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
         errno == EOPNOTSUPP) {
       break;
     }
-    return ErrnoStatus(errno, absl::StrCat("copying ", what));
+    return absl::ErrnoToStatus(errno, absl::StrCat("copying ", what));
   }
   // Rare enough that CopyAndHash's buffered copy, hash and all, will do.
   absl::StatusOr<CopyResult> rest = CopyAndHash(in_fd, out_fd, what);

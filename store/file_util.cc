@@ -2,76 +2,40 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <random>
-
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace neffd {
 
-absl::Status ErrnoStatus(int err, absl::string_view context) {
-  std::string message = absl::StrCat(context, ": ", strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EEXIST:
-      return absl::AlreadyExistsError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case ELOOP:
-    case ENOTDIR:
-    case EISDIR:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
-  }
+absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what,
+                      Env *env) {
+  return env->Write(fd, what, data);
 }
 
-UniqueFd &UniqueFd::operator=(UniqueFd &&other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) close(fd_);
-}
-
-absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what) {
-  while (!data.empty()) {
-    ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("writing ", what));
-    }
-    data.remove_prefix(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status MakeDirs(const std::string &path, int mode) {
+absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
   if (path.empty()) return absl::InvalidArgumentError("empty directory path");
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    std::string prefix = path.substr(0, pos);
-    if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
-      return ErrnoStatus(errno, absl::StrCat("creating directory ", prefix));
+  absl::Status made = env->Mkdir(path, mode);
+  if (absl::IsNotFound(made)) {
+    // The parent: up to the last component, without its slashes.
+    const size_t last = path.rfind('/');
+    const size_t end = last == std::string::npos
+                           ? std::string::npos
+                           : path.find_last_not_of('/', last);
+    if (end == std::string::npos) return made;  // no parent left to make
+    if (absl::Status s = MakeDirs(path.substr(0, end + 1), mode, env);
+        !s.ok()) {
+      return s;
     }
+    made = env->Mkdir(path, mode);
   }
+  if (made.ok()) return made;
+  if (!absl::IsAlreadyExists(made)) return made;
   struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("stat ", path));
-  }
+  if (absl::Status s = env->Stat(path, &st); !s.ok()) return s;
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " exists and is not a directory"));
@@ -80,52 +44,39 @@ absl::Status MakeDirs(const std::string &path, int mode) {
 }
 
 std::string UniqueTempName(absl::string_view base, absl::string_view host) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return absl::StrFormat(".%s.tmp.%s.%d.%016x", base, host, getpid(), rng());
-}
-
-absl::Status FsyncDir(const std::string &dir) {
-  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", dir));
-  if (fsync(fd.get()) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("fsync ", dir));
-  }
-  return absl::OkStatus();
+  thread_local absl::BitGen bits;
+  return absl::StrFormat(".%s.tmp.%s.%d.%016x", base, host, getpid(),
+                         absl::Uniform<uint64_t>(bits));
 }
 
 absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
                                  absl::string_view data, absl::string_view host,
-                                 bool durable) {
-  std::string tmp = absl::StrCat(dir, "/", UniqueTempName(name, host));
-  UniqueFd fd(open(tmp.c_str(),
-                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
-  absl::Status status = WriteAll(fd.get(), data, tmp);
-  if (status.ok() && durable && fsync(fd.get()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
-  }
-  std::string target = absl::StrCat(dir, "/", name);
-  if (status.ok() && rename(tmp.c_str(), target.c_str()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("renaming to ", target));
-  }
+                                 bool durable, Env *env) {
+  const std::string tmp = absl::StrCat(dir, "/", UniqueTempName(name, host));
+  absl::StatusOr<UniqueFd> fd =
+      env->Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+  if (!fd.ok()) return fd.status();
+  absl::Status status = env->Write(fd->get(), tmp, data);
+  if (status.ok() && durable) status = env->Sync(fd->get(), tmp);
+  if (status.ok()) status = env->Rename(tmp, absl::StrCat(dir, "/", name));
   if (!status.ok()) {
-    unlink(tmp.c_str());
+    (void)env->Unlink(tmp);
     return status;
   }
-  return durable ? FsyncDir(dir) : absl::OkStatus();
+  return durable ? env->SyncDir(dir) : absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
-                                          size_t max_bytes) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", path));
+                                          size_t max_bytes, Env *env) {
+  absl::StatusOr<UniqueFd> fd = env->Open(path, O_RDONLY | O_NOFOLLOW);
+  if (!fd.ok()) return fd.status();
   std::string out;
   char buf[8192];
   for (;;) {
-    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    ssize_t n = read(fd->get(), buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("reading ", path));
+      return absl::ErrnoToStatus(errno, absl::StrCat("reading ", path));
     }
     if (n == 0) break;
     out.append(buf, n);
@@ -135,6 +86,20 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
     }
   }
   return out;
+}
+
+absl::Status RemoveTree(const std::string &path, Env *env) {
+  struct stat st;
+  if (absl::Status s = env->Lstat(path, &st); !s.ok()) return s;
+  if (!S_ISDIR(st.st_mode)) return env->Unlink(path);
+  absl::StatusOr<std::vector<std::string>> names = env->ListDir(path);
+  if (!names.ok()) return names.status();
+  absl::Status first;
+  for (const std::string &name : *names) {
+    first.Update(RemoveTree(absl::StrCat(path, "/", name), env));
+  }
+  first.Update(env->Rmdir(path));
+  return first;
 }
 
 }  // namespace neffd

@@ -1,6 +1,5 @@
 #include "store/lock_paths.h"
 
-#include <errno.h>
 #include <fcntl.h>
 
 #include "absl/strings/str_cat.h"
@@ -13,18 +12,17 @@ std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
 }
 
 absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
-                                      const EntryKey &id) {
+                                      const EntryKey &id, Env *env) {
   const std::string path = LockFilePath(locks_dir, id);
-  constexpr int kFlags = O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW;
-  UniqueFd fd(open(path.c_str(), kFlags, 0664));
-  if (!fd.valid() && errno == ENOENT) {
-    if (absl::Status s = MakeDirs(path.substr(0, path.rfind('/')), 0775);
+  constexpr int kFlags = O_CREAT | O_RDWR | O_NOFOLLOW;
+  absl::StatusOr<UniqueFd> fd = env->Open(path, kFlags, 0664);
+  if (absl::IsNotFound(fd.status())) {
+    if (absl::Status s = MakeDirs(path.substr(0, path.rfind('/')), 0775, env);
         !s.ok()) {
       return s;
     }
-    fd = UniqueFd(open(path.c_str(), kFlags, 0664));
+    fd = env->Open(path, kFlags, 0664);
   }
-  if (!fd.valid()) return ErrnoStatus(errno, "opening lock file " + path);
   return fd;
 }
 

@@ -29,10 +29,11 @@ inline constexpr char kLeaseFileName[] = "model.hlo_module.pb.lock";
 std::string LockFilePath(const std::string &locks_dir, const EntryKey &id);
 
 // Opens the host-local lock file of `id` for flock, creating it (0664) and
-// its directories (0775) as needed; never follows a symlink at the file.
-// An error names the path.
+// its directories (0775) as needed through `env`; never follows a symlink at
+// the file. An error names the path.
 absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
-                                      const EntryKey &id);
+                                      const EntryKey &id,
+                                      Env *env = Env::Default());
 
 }  // namespace neffd
 

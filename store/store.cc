@@ -1,6 +1,5 @@
 #include "store/store.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,10 +53,15 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
     return absl::InvalidArgumentError(absl::StrCat(
         "cache root '", options.root, "' must be an absolute path"));
   }
-  if (absl::Status s = MakeDirs(options.root); !s.ok()) return s;
-  if (access(options.root.c_str(), W_OK | X_OK) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("cache root ", options.root,
-                                           " is not writable by this process"));
+  if (absl::Status s = MakeDirs(options.root, 0755, options.env); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = options.env->Access(options.root, W_OK | X_OK);
+      !s.ok()) {
+    return absl::Status(
+        s.code(),
+        absl::StrCat("cache root ", options.root,
+                     " is not writable by this process: ", s.message()));
   }
   return std::unique_ptr<Store>(new Store(options));
 }
@@ -75,9 +79,8 @@ std::string Store::ArtifactPath(const EntryKey &id) const {
 }
 
 bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
-  CountOps(1);
   struct stat st;
-  if (lstat(ArtifactPath(id).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+  if (!env_.Lstat(ArtifactPath(id), &st).ok() || !S_ISREG(st.st_mode) ||
       !(IdentityOf(st) == verified)) {
     return false;
   }
@@ -85,25 +88,22 @@ bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
 }
 
 bool Store::HasDoneRecord(const EntryKey &id) const {
-  CountOps(1);
   struct stat st;
-  return lstat(absl::StrCat(EntryDir(id), "/", kDoneName).c_str(), &st) == 0;
+  return env_.Lstat(absl::StrCat(EntryDir(id), "/", kDoneName), &st).ok();
 }
 
 absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
                                         OnDamage on_damage) {
   const std::string dir = EntryDir(id);
   const std::string artifact = ArtifactPath(id);
-  CountOps(2);  // open model.done, open the artifact
   absl::StatusOr<std::string> done_text =
-      ReadSmallFile(absl::StrCat(dir, "/", kDoneName), kMaxDoneBytes);
+      ReadSmallFile(absl::StrCat(dir, "/", kDoneName), kMaxDoneBytes, &env_);
   if (!done_text.ok()) {
     if (absl::IsNotFound(done_text.status())) {
       // The common miss (nothing there yet) costs one more stat; only an
       // artifact without a marker needs a listing of the directory.
       struct stat st;
-      CountOps(1);
-      if (lstat(artifact.c_str(), &st) != 0) {
+      if (!env_.Lstat(artifact, &st).ok()) {
         return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
       }
       // An artifact without its marker is adopted or moved aside only by
@@ -121,15 +121,15 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
     }
     return done_text.status();
   }
-  UniqueFd fd(open(artifact.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno != ENOENT) return ErrnoStatus(errno, "opening " + artifact);
+  absl::StatusOr<UniqueFd> fd = env_.Open(artifact, O_RDONLY | O_NOFOLLOW);
+  if (!fd.ok()) {
+    if (!absl::IsNotFound(fd.status())) return fd.status();
     return Damaged(id, "model.done present but the artifact is missing",
                    on_damage);
   }
   struct stat before;
-  if (fstat(fd.get(), &before) != 0) {
-    return ErrnoStatus(errno, "stat " + artifact);
+  if (absl::Status s = env_.Fstat(fd->get(), artifact, &before); !s.ok()) {
+    return s;
   }
   if (!S_ISREG(before.st_mode)) {
     return Damaged(id, "the artifact is not a regular file", on_damage);
@@ -152,11 +152,11 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
                      on_damage);
     }
   }
-  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd.get(), -1, artifact);
+  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd->get(), -1, artifact);
   if (!hashed.ok()) return hashed.status();
   struct stat after;
-  if (fstat(fd.get(), &after) != 0) {
-    return ErrnoStatus(errno, "stat " + artifact);
+  if (absl::Status s = env_.Fstat(fd->get(), artifact, &after); !s.ok()) {
+    return s;
   }
   if (!(IdentityOf(before) == IdentityOf(after))) {
     return absl::UnavailableError(
@@ -183,9 +183,10 @@ absl::StatusOr<PublishResult> Store::PublishFromFd(
     const std::function<void()> &verified) {
   return Publish(
       id, size, sha256, producer, md,
-      [&](int out_fd) -> absl::StatusOr<std::pair<uint64_t, std::string>> {
+      [&](int out_fd, absl::string_view out_name)
+          -> absl::StatusOr<std::pair<uint64_t, std::string>> {
         absl::StatusOr<CopyResult> copied =
-            CopyAndHash(fd, out_fd, "staged file");
+            CopyAndHash(fd, out_fd, "staged file", {&env_, out_name});
         if (!copied.ok()) return copied.status();
         return std::make_pair(copied->size, copied->sha256);
       },
@@ -197,11 +198,16 @@ absl::StatusOr<PublishResult> Store::PublishBytes(
     const Producer &producer, const std::map<std::string, std::string> &md) {
   return Publish(
       id, bytes.size(), sha256, producer, md,
-      [&](int out_fd) -> absl::StatusOr<std::pair<uint64_t, std::string>> {
-        if (absl::Status s = WriteAll(out_fd, bytes, "entry"); !s.ok()) {
+      [&](int out_fd, absl::string_view out_name)
+          -> absl::StatusOr<std::pair<uint64_t, std::string>> {
+        if (absl::Status s = env_.Write(out_fd, out_name, bytes); !s.ok()) {
           return s;
         }
-        return std::make_pair(uint64_t{bytes.size()}, Sha256Hex(bytes));
+        Sha256 hash;
+        hash.Update(bytes.data(), bytes.size());
+        absl::StatusOr<std::string> digest = hash.HexDigest();
+        if (!digest.ok()) return digest.status();
+        return std::make_pair(uint64_t{bytes.size()}, *std::move(digest));
       },
       nullptr);
 }
@@ -209,8 +215,8 @@ absl::StatusOr<PublishResult> Store::PublishBytes(
 absl::StatusOr<PublishResult> Store::Publish(
     const EntryKey &id, uint64_t size, const std::string &sha256,
     const Producer &producer, const std::map<std::string, std::string> &md,
-    const std::function<
-        absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)> &write,
+    const std::function<absl::StatusOr<std::pair<uint64_t, std::string>>(
+        int out_fd, absl::string_view out_name)> &write,
     const std::function<void()> &verified) {
   absl::StatusOr<StoredEntry> existing = Find(id);
   if (existing.ok()) return PublishResult{*std::move(existing), true};
@@ -220,18 +226,18 @@ absl::StatusOr<PublishResult> Store::Publish(
   QuarantineOrphan(id, absl::ZeroDuration());
 
   const std::string dir = EntryDir(id);
-  CountOps(5);  // mkdir, create temp, rename, create/rename model.done
-  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(dir, 0755, &env_); !s.ok()) return s;
   const std::string tmp =
       absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
-  UniqueFd out(open(
-      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!out.valid()) return ErrnoStatus(errno, "creating " + tmp);
+  absl::StatusOr<UniqueFd> out =
+      env_.Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+  if (!out.ok()) return out.status();
   auto fail = [&](absl::Status status) {
-    unlink(tmp.c_str());
+    (void)env_.Unlink(tmp);
     return status;
   };
-  absl::StatusOr<std::pair<uint64_t, std::string>> written = write(out.get());
+  absl::StatusOr<std::pair<uint64_t, std::string>> written =
+      write(out->get(), tmp);
   if (!written.ok()) return fail(written.status());
   if (written->first != size) {
     return fail(absl::InvalidArgumentError(
@@ -246,49 +252,53 @@ absl::StatusOr<PublishResult> Store::Publish(
   if (verified) verified();
   // The one fsync a publish needs (see PublishFromFd): a done record must
   // never name a torn artifact.
-  if (fsync(out.get()) != 0) return fail(ErrnoStatus(errno, "fsync " + tmp));
+  if (absl::Status s = env_.Sync(out->get(), tmp); !s.ok()) return fail(s);
   const std::string artifact = ArtifactPath(id);
-  if (rename(tmp.c_str(), artifact.c_str()) != 0) {
-    return fail(ErrnoStatus(errno, "renaming to " + artifact));
-  }
+  if (absl::Status s = env_.Rename(tmp, artifact); !s.ok()) return fail(s);
   struct stat st;  // after the rename, which changes ctime
-  if (fstat(out.get(), &st) != 0) return ErrnoStatus(errno, "stat " + artifact);
+  if (absl::Status s = env_.Fstat(out->get(), artifact, &st); !s.ok()) {
+    return s;
+  }
 
   v1::DoneRecord done;
   done.set_size(size);
   done.set_sha256(sha256);
   done.set_producer_host(producer.host);
   done.set_producer_pid(producer.pid);
-  done.set_publish_time_unix_ms(absl::ToUnixMillis(options_.now()));
+  done.set_publish_time_unix_ms(absl::ToUnixMillis(env_.Now()));
   done.set_compiler_version(id.compiler_version());
   done.set_key(id.key());
   done.mutable_metadata()->insert(md.begin(), md.end());
-  // Before model.done, so a complete entry always has it; not durable, like
-  // model.done (losing it loses only an explanation).
+  // The key inputs go before model.done, so a complete entry always has
+  // them; not durable, like model.done (losing them loses only an
+  // explanation).
+  absl::Status finished;
   if (auto inputs = md.find(kKeyInputsMetadata); inputs != md.end()) {
-    if (absl::Status s =
-            WriteFileAtomically(dir, kKeyInputsFileName, inputs->second,
-                                options_.host_id, /*durable=*/false);
-        !s.ok()) {
-      return s;
-    }
+    finished = WriteFileAtomically(dir, kKeyInputsFileName, inputs->second,
+                                   options_.host_id, /*durable=*/false, &env_);
   }
-  if (absl::Status s = WriteDone(id, done); !s.ok()) return s;
-  unlink(absl::StrCat(dir, "/", kLogName).c_str());
+  if (finished.ok()) finished = WriteDone(id, done);
+  if (!finished.ok()) {
+    // Without its marker the artifact is a miss that the next publish would
+    // move to quarantine; it is this publisher's (it holds the lease), so
+    // remove it now and give a full disk its space back.
+    (void)env_.Unlink(artifact);
+    return finished;
+  }
+  (void)env_.Unlink(absl::StrCat(dir, "/", kLogName));
   return PublishResult{
       StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)}, false};
 }
 
 absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey &id) {
   const std::string artifact = ArtifactPath(id);
-  CountOps(2);
-  UniqueFd fd(open(artifact.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus(errno, "opening " + artifact);
+  absl::StatusOr<UniqueFd> fd = env_.Open(artifact, O_RDONLY | O_NOFOLLOW);
+  if (!fd.ok()) return fd.status();
   struct stat st;
-  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (!env_.Fstat(fd->get(), artifact, &st).ok() || !S_ISREG(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat(artifact, " is not a file"));
   }
-  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd.get(), -1, artifact);
+  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd->get(), -1, artifact);
   if (!hashed.ok()) return hashed.status();
   v1::DoneRecord done;
   done.set_size(hashed->size);
@@ -306,16 +316,16 @@ absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
   if (!json.ok()) return json.status();
   // Not durable on purpose (PublishFromFd): losing it costs a recompile.
   return WriteFileAtomically(EntryDir(id), kDoneName, *json, options_.host_id,
-                             /*durable=*/false);
+                             /*durable=*/false, &env_);
 }
 
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
                                                  absl::string_view log) {
   const std::string dir = EntryDir(id);
-  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(dir, 0755, &env_); !s.ok()) return s;
   if (log.size() > kMaxLogBytes) log = log.substr(log.size() - kMaxLogBytes);
-  if (absl::Status s =
-          WriteFileAtomically(dir, kLogName, log, options_.host_id);
+  if (absl::Status s = WriteFileAtomically(dir, kLogName, log, options_.host_id,
+                                           /*durable=*/true, &env_);
       !s.ok()) {
     return s;
   }
@@ -331,17 +341,16 @@ absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
 
 std::optional<v1::Failure> Store::FindFailure(const EntryKey &id) const {
   const std::string path = absl::StrCat(EntryDir(id), "/", kLogName);
-  CountOps(1);
   struct stat st;
-  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (!env_.Lstat(path, &st).ok() || !S_ISREG(st.st_mode)) {
     return std::nullopt;
   }
   absl::Time retry_after =
       absl::FromUnixNanos(MtimeNs(st)) + options_.failed_ttl;
-  if (retry_after <= options_.now()) return std::nullopt;
+  if (retry_after <= env_.Now()) return std::nullopt;
   v1::Failure failure;
   failure.set_retry_after_unix_ms(absl::ToUnixMillis(retry_after));
-  absl::StatusOr<std::string> log = ReadSmallFile(path, kMaxLogBytes);
+  absl::StatusOr<std::string> log = ReadSmallFile(path, kMaxLogBytes, &env_);
   failure.set_log(log.ok() ? *log : "(log unreadable)");
   return failure;
 }
@@ -356,28 +365,26 @@ std::string Store::QuarantineTarget(const EntryKey &id) const {
 
 void Store::QuarantineOrphan(const EntryKey &id, absl::Duration grace) {
   struct stat st;
-  CountOps(1);
-  if (lstat(ArtifactPath(id).c_str(), &st) != 0) return;
+  if (!env_.Lstat(ArtifactPath(id), &st).ok()) return;
   if (grace > absl::ZeroDuration()) {
     struct stat lease;
-    CountOps(1);
-    if (lstat(absl::StrCat(EntryDir(id), "/", kLeaseFileName).c_str(),
-              &lease) == 0 ||
-        options_.now() - absl::TimeFromTimespec(st.st_mtim) < grace) {
+    if (env_.Lstat(absl::StrCat(EntryDir(id), "/", kLeaseFileName), &lease)
+            .ok() ||
+        env_.Now() - absl::TimeFromTimespec(st.st_mtim) < grace) {
       return;
     }
   }
   // Only the artifact moves: the directory may hold the caller's lease file.
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
   const std::string target = QuarantineTarget(id);
-  CountOps(3);
-  if (!MakeDirs(qdir).ok() ||
-      rename(ArtifactPath(id).c_str(), target.c_str()) != 0) {
+  if (!MakeDirs(qdir, 0755, &env_).ok() ||
+      !env_.Rename(ArtifactPath(id), target).ok()) {
     return;
   }
   (void)WriteFileAtomically(
       qdir, absl::StrCat(target.substr(qdir.size() + 1), ".reason"),
-      "artifact without model.done (interrupted publish)\n", options_.host_id);
+      "artifact without model.done (interrupted publish)\n", options_.host_id,
+      /*durable=*/true, &env_);
 }
 
 absl::Status Store::Damaged(const EntryKey &id, absl::string_view reason,
@@ -392,14 +399,11 @@ absl::Status Store::Damaged(const EntryKey &id, absl::string_view reason,
 absl::StatusOr<std::string> Store::Quarantine(const EntryKey &id,
                                               absl::string_view reason) {
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
-  CountOps(3);
-  if (absl::Status s = MakeDirs(qdir); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(qdir, 0755, &env_); !s.ok()) return s;
   const std::string target = QuarantineTarget(id);
-  if (rename(EntryDir(id).c_str(), target.c_str()) != 0) {
-    return ErrnoStatus(errno, "quarantining " + EntryDir(id));
-  }
+  if (absl::Status s = env_.Rename(EntryDir(id), target); !s.ok()) return s;
   (void)WriteFileAtomically(target, "reason", absl::StrCat(reason, "\n"),
-                            options_.host_id);
+                            options_.host_id, /*durable=*/true, &env_);
   ++quarantined_;
   if (options_.on_event) {
     options_.on_event({"entry_quarantined",

@@ -23,6 +23,9 @@
 // orphan_grace or guarded by a lease file may be a publish in flight: a miss,
 // left alone.
 //
+// Every filesystem call and clock reading goes through StoreOptions::env
+// (store/env.h), which tests wrap to inject faults.
+//
 // Thread-safe. Keys reach paths only through a validated EntryKey. No method
 // waits for another process: waiting is the LockTable's job.
 #ifndef NEFFD_STORE_STORE_H_
@@ -43,7 +46,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/neffd/v1/records.pb.h"
+#include "store/counting_env.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 #include "store/events.h"
 #include "store/lock_paths.h"
 
@@ -63,7 +68,9 @@ struct StoreOptions {
   std::string host_id;
   // How long a recorded compile failure is served before a retry.
   absl::Duration failed_ttl = absl::Hours(1);
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // The filesystem and the clock; not owned. The store counts the calls it
+  // makes through it (metadata_ops()).
+  Env *env = Env::Default();
   // An artifact without model.done and without a lease file is an
   // interrupted publish once it is this old; younger ones may still be in
   // flight.
@@ -124,9 +131,9 @@ class Store {
       const StoreOptions &options);
 
   const std::string &root() const { return options_.root; }
-  // Metadata operations (open, stat, rename, mkdir, unlink, fsync of a
-  // directory) this process has made on the store so far.
-  uint64_t metadata_ops() const { return metadata_ops_; }
+  // Metadata operations (open, stat, rename, mkdir, unlink, listing or fsync
+  // of a directory, ...; store/counting_env.h) this store has made so far.
+  uint64_t metadata_ops() const { return env_.metadata_ops(); }
   // Entries this process moved to quarantine/ (damage found).
   uint64_t quarantined() const { return quarantined_; }
   Namespace ns() const { return options_.ns; }
@@ -160,8 +167,10 @@ class Store {
   // Installs the content read from `fd` (from its current offset) under `id`
   // after checking it against `size` and `sha256`. If a valid entry exists
   // already, nothing is read and the result says already_cached.
-  // InvalidArgument on a size/digest mismatch (nothing is left behind);
-  // ResourceExhausted when the filesystem is full.
+  // InvalidArgument on a size/digest mismatch; ResourceExhausted when the
+  // filesystem is full; any other failed step returns the Env's error, which
+  // names it. On every error nothing is left behind: no temp file, and no
+  // artifact without model.done.
   //
   // Durability: when this returns OK the artifact's data has been fsynced
   // before it was renamed into place, so after a power loss it is whole or
@@ -213,7 +222,8 @@ class Store {
   absl::StatusOr<StoredEntry> AdoptLegacy(const EntryKey &id);
 
  private:
-  explicit Store(StoreOptions options) : options_(std::move(options)) {}
+  explicit Store(StoreOptions options)
+      : options_(std::move(options)), env_(options_.env) {}
 
   absl::string_view ArtifactName() const;
   // Common tail of both publish paths: `write` fills the temp file and
@@ -221,8 +231,8 @@ class Store {
   absl::StatusOr<PublishResult> Publish(
       const EntryKey &id, uint64_t size, const std::string &sha256,
       const Producer &producer, const std::map<std::string, std::string> &md,
-      const std::function<
-          absl::StatusOr<std::pair<uint64_t, std::string>>(int out_fd)> &write,
+      const std::function<absl::StatusOr<std::pair<uint64_t, std::string>>(
+          int out_fd, absl::string_view out_name)> &write,
       const std::function<void()> &verified);
 
   absl::Status WriteDone(const EntryKey &id, const v1::DoneRecord &done);
@@ -235,10 +245,11 @@ class Store {
   // Moves an artifact that has no model.done aside, if it is not a publish
   // in flight (lease file present, or younger than `grace`).
   void QuarantineOrphan(const EntryKey &id, absl::Duration grace);
-  void CountOps(int n) const { metadata_ops_ += n; }
 
   StoreOptions options_;
-  mutable std::atomic<uint64_t> metadata_ops_{0};
+  // Every filesystem call and clock reading goes through it. Mutable: const
+  // methods read the filesystem too, and counting them is not a change.
+  mutable CountingEnv env_;
   mutable std::atomic<uint64_t> quarantined_{0};
 };
 

@@ -1,11 +1,9 @@
 // Store's maintenance half: listing, inspecting and removing entries.
-#include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,29 +14,19 @@ namespace neffd {
 namespace {
 
 // Names in `dir` (not "." or ".."); empty if it cannot be read.
-std::vector<std::string> ListDir(const std::string &dir) {
-  std::vector<std::string> names;
-  DIR *d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (struct dirent *e = readdir(d)) {
-    absl::string_view name = e->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  closedir(d);
-  return names;
+std::vector<std::string> ListDir(Env &env, const std::string &dir) {
+  return env.ListDir(dir).value_or(std::vector<std::string>{});
 }
 
 }  // namespace
 
 absl::Status Store::ForEachEntry(
     const std::function<bool(const EntryKey &)> &visit) const {
-  CountOps(1);
-  for (const std::string &version_dir : ListDir(options_.root)) {
+  for (const std::string &version_dir : ListDir(env_, options_.root)) {
     if (!absl::StartsWith(version_dir, "neuronxcc-")) continue;
     const std::string version = version_dir.substr(strlen("neuronxcc-"));
-    CountOps(1);
     for (const std::string &module_dir :
-         ListDir(absl::StrCat(options_.root, "/", version_dir))) {
+         ListDir(env_, absl::StrCat(options_.root, "/", version_dir))) {
       if (!absl::StartsWith(module_dir, "MODULE_")) continue;
       absl::StatusOr<EntryKey> id =
           EntryKey::Parse(NamespaceName(options_.ns), version,
@@ -54,13 +42,11 @@ EntryState Store::Inspect(const EntryKey &id) const {
   EntryState state;
   const std::string dir = EntryDir(id);
   struct stat st;
-  CountOps(1);
-  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return state;
+  if (!env_.Lstat(dir, &st).ok() || !S_ISDIR(st.st_mode)) return state;
   state.exists = true;
   const std::string artifact(ArtifactName());
-  for (const std::string &name : ListDir(dir)) {
-    CountOps(1);
-    if (lstat(absl::StrCat(dir, "/", name).c_str(), &st) != 0) continue;
+  for (const std::string &name : ListDir(env_, dir)) {
+    if (!env_.Lstat(absl::StrCat(dir, "/", name), &st).ok()) continue;
     const absl::Time mtime = absl::TimeFromTimespec(st.st_mtim);
     if (name == artifact && S_ISREG(st.st_mode)) {
       state.has_artifact = true;
@@ -82,15 +68,12 @@ EntryState Store::Inspect(const EntryKey &id) const {
 
 absl::Status Store::Remove(const EntryKey &id) {
   const std::string trash = absl::StrCat(options_.root, "/.trash");
-  if (absl::Status s = MakeDirs(trash); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(trash, 0755, &env_); !s.ok()) return s;
   const std::string target = absl::StrCat(
       trash, "/", UniqueTempName(id.key(), options_.host_id).substr(1));
-  CountOps(2);
-  if (rename(EntryDir(id).c_str(), target.c_str()) != 0) {
-    return ErrnoStatus(errno, "removing " + EntryDir(id));
-  }
-  std::error_code ignored;
-  std::filesystem::remove_all(target, ignored);
+  if (absl::Status s = env_.Rename(EntryDir(id), target); !s.ok()) return s;
+  // The entry is gone once renamed; what cannot be deleted stays in .trash.
+  (void)RemoveTree(target, &env_);
   return absl::OkStatus();
 }
 
@@ -103,25 +86,20 @@ absl::Status Store::RemoveLockFile(const EntryKey &id,
   const std::string path = absl::StrCat(EntryDir(id), "/", name);
   const std::string doomed =
       absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
-  CountOps(2);
-  if (rename(path.c_str(), doomed.c_str()) != 0) {
-    return ErrnoStatus(errno, "breaking " + path);
-  }
-  unlink(doomed.c_str());
+  if (absl::Status s = env_.Rename(path, doomed); !s.ok()) return s;
+  (void)env_.Unlink(doomed);
   return absl::OkStatus();
 }
 
 absl::StatusOr<absl::Time> Store::FilesystemNow() const {
   const std::string dir = absl::StrCat(options_.root, "/.neffd");
-  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(dir, 0755, &env_); !s.ok()) return s;
   const std::string path = absl::StrCat(dir, "/clock.", options_.host_id);
-  CountOps(2);
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  absl::StatusOr<UniqueFd> fd = env_.Open(path, O_WRONLY | O_CREAT, 0644);
+  if (!fd.ok()) return fd.status();
   struct stat st;
-  if (!fd.valid() || futimens(fd.get(), nullptr) != 0 ||
-      fstat(fd.get(), &st) != 0) {
-    return ErrnoStatus(errno, "touching " + path);
-  }
+  if (absl::Status s = env_.Touch(fd->get(), path); !s.ok()) return s;
+  if (absl::Status s = env_.Fstat(fd->get(), path, &st); !s.ok()) return s;
   return absl::TimeFromTimespec(st.st_mtim);
 }
 

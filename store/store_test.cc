@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "store/digest.h"
+#include "store/testing/manual_clock_env.h"
 
 namespace neffd {
 namespace {
@@ -39,7 +40,7 @@ class StoreTest : public ::testing::Test {
     options.root = root_;
     options.host_id = "hostA";
     options.failed_ttl = absl::Seconds(60);
-    options.now = [this] { return now_; };
+    options.env = &clock_;
     store_ = *Store::Open(options);
   }
 
@@ -49,7 +50,7 @@ class StoreTest : public ::testing::Test {
   }
 
   std::string root_;
-  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  ManualClockEnv clock_{absl::FromUnixSeconds(1'800'000'000)};
   std::unique_ptr<Store> store_;
   EntryKey id_ = *EntryKey::Parse("neff", "2.19.1", "abc123");
 };
@@ -168,7 +169,7 @@ TEST_F(StoreTest, RewriteThatRestoresSizeAndMtimeIsStillNoticed) {
 }
 
 TEST_F(StoreTest, YoungArtifactWithoutDoneIsAMissAndLeftAlone) {
-  now_ = absl::Now();
+  clock_.Set(absl::Now());
   fs::create_directories(store_->EntryDir(id_));
   std::ofstream(store_->ArtifactPath(id_)) << "in progress";
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
@@ -176,7 +177,7 @@ TEST_F(StoreTest, YoungArtifactWithoutDoneIsAMissAndLeftAlone) {
 }
 
 TEST_F(StoreTest, OldArtifactWithoutDoneIsQuarantinedUnlessLeased) {
-  now_ = absl::Now() + absl::Minutes(5);
+  clock_.Set(absl::Now() + absl::Minutes(5));
   fs::create_directories(store_->EntryDir(id_));
   std::ofstream(store_->ArtifactPath(id_)) << "interrupted";
   std::ofstream(store_->EntryDir(id_) + "/" + kLeaseFileName) << "h 1 l 0";
@@ -202,7 +203,7 @@ TEST_F(StoreTest, LegacyEmptyDoneMarkerIsServed) {
 }
 
 TEST_F(StoreTest, FailureIsServedUntilItsRetryAfter) {
-  now_ = absl::Now();  // failures age by the log file's mtime
+  clock_.Set(absl::Now());  // failures age by the log file's mtime
   absl::StatusOr<v1::Failure> recorded =
       store_->RecordFailure(id_, "error: bad op");
   ASSERT_TRUE(recorded.ok()) << recorded.status();
@@ -210,9 +211,9 @@ TEST_F(StoreTest, FailureIsServedUntilItsRetryAfter) {
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->log(), "error: bad op");
   EXPECT_EQ(failure->retry_after_unix_ms(), recorded->retry_after_unix_ms());
-  now_ += absl::Seconds(61);
+  clock_.Advance(absl::Seconds(61));
   EXPECT_FALSE(store_->FindFailure(id_).has_value());
-  now_ -= absl::Seconds(61);
+  clock_.Set(clock_.Now() - absl::Seconds(61));
   ASSERT_TRUE(Put(id_, "fixed").ok());
   EXPECT_FALSE(store_->FindFailure(id_).has_value());
 }

@@ -102,7 +102,7 @@ absl::Status ReadWhole(const std::string& path, std::string* buffer) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st;
   if (!fd.valid() || fstat(fd.get(), &st) != 0) {
-    return ErrnoStatus(errno, "reading " + path);
+    return absl::ErrnoToStatus(errno, "reading " + path);
   }
   buffer->resize(st.st_size);  // no allocation once the buffer has grown
   size_t done = 0;
@@ -110,7 +110,8 @@ absl::Status ReadWhole(const std::string& path, std::string* buffer) {
     ssize_t n =
         pread(fd.get(), buffer->data() + done, buffer->size() - done, done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, "reading " + path);
+    if (n <= 0)
+      return absl::ErrnoToStatus(n < 0 ? errno : EIO, "reading " + path);
     done += n;
   }
   return absl::OkStatus();

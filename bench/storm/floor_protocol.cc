@@ -19,10 +19,10 @@ absl::StatusOr<DirectResult> FloorGetOrCompile(
   if (absl::Status s = MakeDirs(entry_dir); !s.ok()) return s;
   const std::string lock = entry_dir + "/floor.lock";
   UniqueFd fd(open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644));
-  if (!fd.valid()) return ErrnoStatus(errno, "opening " + lock);
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, "opening " + lock);
   auto take = [&](int how) {
     while (flock(fd.get(), how) != 0) {
-      if (errno != EINTR) return ErrnoStatus(errno, "locking " + lock);
+      if (errno != EINTR) return absl::ErrnoToStatus(errno, "locking " + lock);
     }
     return absl::OkStatus();
   };
@@ -35,7 +35,7 @@ absl::StatusOr<DirectResult> FloorGetOrCompile(
   const std::string tmp = result.neff_path + ".tmp";
   if (absl::Status s = compile(tmp); !s.ok()) return s;
   if (rename(tmp.c_str(), result.neff_path.c_str()) != 0) {
-    return ErrnoStatus(errno, "renaming to " + result.neff_path);
+    return absl::ErrnoToStatus(errno, "renaming to " + result.neff_path);
   }
   result.released = absl::Now();
   flock(fd.get(), LOCK_UN);

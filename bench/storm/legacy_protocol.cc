@@ -45,7 +45,8 @@ absl::StatusOr<DirectResult> LegacyGetOrCompile(
     ++c->metadata_ops;
     int fd = open(lock.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0) {
-      if (errno != EEXIST) return ErrnoStatus(errno, "creating " + lock);
+      if (errno != EEXIST)
+        return absl::ErrnoToStatus(errno, "creating " + lock);
       absl::SleepFor(poll_interval);  // someone compiles: poll for done
       continue;
     }

@@ -74,7 +74,7 @@ class FakeCompiler {
         absl::GetFlag(FLAGS_jitter), absl::GetFlag(FLAGS_jitter_seed), g));
     UniqueFd fd(
         open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd.valid()) return ErrnoStatus(errno, out);
+    if (!fd.valid()) return absl::ErrnoToStatus(errno, out);
     if (absl::Status s = WriteAll(fd.get(), neff_.Bytes(g), out); !s.ok()) {
       return s;
     }

@@ -51,7 +51,7 @@ absl::StatusOr<std::string> ReadInput(const std::string& path) {
 // beside the target and renamed over it, so nobody sees a partial NEFF.
 absl::Status PlaceOutput(const std::string& source, const std::string& target) {
   UniqueFd in(open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) return ErrnoStatus(errno, "opening " + source);
+  if (!in.valid()) return absl::ErrnoToStatus(errno, "opening " + source);
   const size_t slash = target.rfind('/');
   const std::string dir =
       slash == std::string::npos ? "." : target.substr(0, slash);
@@ -63,7 +63,7 @@ absl::Status PlaceOutput(const std::string& source, const std::string& target) {
   UniqueFd out(open(temp.c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                     0666));
-  if (!out.valid()) return ErrnoStatus(errno, "writing " + target);
+  if (!out.valid()) return absl::ErrnoToStatus(errno, "writing " + target);
   if (ioctl(out.get(), FICLONE, in.get()) != 0) {
     absl::StatusOr<uint64_t> copied =
         CopyFileContents(in.get(), out.get(), source);
@@ -75,7 +75,7 @@ absl::Status PlaceOutput(const std::string& source, const std::string& target) {
   if (rename(temp.c_str(), target.c_str()) != 0) {
     const int err = errno;
     unlink(temp.c_str());
-    return ErrnoStatus(err, "writing " + target);
+    return absl::ErrnoToStatus(err, "writing " + target);
   }
   return absl::OkStatus();
 }

@@ -106,7 +106,7 @@ absl::StatusOr<std::string> CompilerVersion(const std::string& compiler,
   const std::string resolved = RealPath(compiler);
   struct stat st;
   if (resolved.empty() || stat(resolved.c_str(), &st) != 0) {
-    return ErrnoStatus(errno, "resolving " + compiler);
+    return absl::ErrnoToStatus(errno, "resolving " + compiler);
   }
   const std::string stamp = FileStamp(st);
   const std::string cache_name = Sha256Hex(resolved);
@@ -142,11 +142,12 @@ absl::StatusOr<std::string> CompilerVersion(const std::string& compiler,
 absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
                                         bool pass_through) {
   int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  if (pipe2(out_pipe, O_CLOEXEC) != 0)
+    return absl::ErrnoToStatus(errno, "pipe");
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     close(out_pipe[0]);
     close(out_pipe[1]);
-    return ErrnoStatus(errno, "pipe");
+    return absl::ErrnoToStatus(errno, "pipe");
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -160,7 +161,7 @@ absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
   close(out_pipe[1]);
   close(err_pipe[1]);
   UniqueFd out(out_pipe[0]), err(err_pipe[0]);
-  if (spawned != 0) return ErrnoStatus(spawned, "running " + argv[0]);
+  if (spawned != 0) return absl::ErrnoToStatus(spawned, "running " + argv[0]);
 
   CompilerRun run;
   pollfd fds[2] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
@@ -188,7 +189,8 @@ absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
     }
   }
   while (waitpid(pid, &run.wait_status, 0) < 0) {
-    if (errno != EINTR) return ErrnoStatus(errno, "waiting for " + argv[0]);
+    if (errno != EINTR)
+      return absl::ErrnoToStatus(errno, "waiting for " + argv[0]);
   }
   if (run.output.size() > kMaxCapturedBytes) {
     run.output.erase(0, run.output.size() - kMaxCapturedBytes);
@@ -199,7 +201,7 @@ absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
 absl::Status ExecCompiler(const std::vector<std::string>& argv) {
   std::vector<char*> args = CArgv(argv);
   execv(argv[0].c_str(), args.data());
-  return ErrnoStatus(errno, "running " + argv[0]);
+  return absl::ErrnoToStatus(errno, "running " + argv[0]);
 }
 
 }  // namespace neffd::neffcc

@@ -75,7 +75,7 @@ int Ctl::PublishStaged(const EntryKey& id, const v1::Lease& lease,
   request.set_sha256(sha256);
   UniqueFd in(open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid())
-    return Complain(kBadInput, ErrnoStatus(errno, file).message());
+    return Complain(kBadInput, absl::ErrnoToStatus(errno, file).message());
   std::string staged;
   if (id.ns() == Namespace::kHlo && size <= (16u << 20)) {
     absl::StatusOr<std::string> bytes = ReadSmallFile(file, 16u << 20);
@@ -87,8 +87,8 @@ int Ctl::PublishStaged(const EntryKey& id, const v1::Lease& lease,
     UniqueFd out(
         open(staged.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (!out.valid()) {
-      return Complain(kFailed,
-                      ErrnoStatus(errno, "staging " + staged).message());
+      return Complain(
+          kFailed, absl::ErrnoToStatus(errno, "staging " + staged).message());
     }
     absl::StatusOr<CopyResult> copied = CopyAndHash(in.get(), out.get(), file);
     if (!copied.ok() || copied->sha256 != sha256) {
@@ -109,7 +109,7 @@ int Ctl::PublishStaged(const EntryKey& id, const v1::Lease& lease,
 int Ctl::Put(const EntryKey& id, const std::string& file) {
   UniqueFd in(open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid())
-    return Complain(kBadInput, ErrnoStatus(errno, file).message());
+    return Complain(kBadInput, absl::ErrnoToStatus(errno, file).message());
   absl::StatusOr<CopyResult> content = CopyAndHash(in.get(), -1, file);
   if (!content.ok()) return Complain(kBadInput, content.status().message());
 
@@ -185,13 +185,13 @@ int Ctl::Get(const EntryKey& id, const std::string& out_path) {
   const v1::Entry& e = response.entry();
   UniqueFd in(open(e.path().c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid())
-    return Complain(kFailed, ErrnoStatus(errno, e.path()).message());
+    return Complain(kFailed, absl::ErrnoToStatus(errno, e.path()).message());
   // Write beside the destination, then rename: OUT is whole or untouched.
   std::string tmp = absl::StrCat(out_path, ".neffctl-tmp");
   UniqueFd out(
       open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!out.valid())
-    return Complain(kBadInput, ErrnoStatus(errno, out_path).message());
+    return Complain(kBadInput, absl::ErrnoToStatus(errno, out_path).message());
   absl::StatusOr<CopyResult> copied =
       CopyAndHash(in.get(), out.get(), e.path());
   if (!copied.ok() || copied->sha256 != e.sha256()) {
@@ -202,7 +202,7 @@ int Ctl::Get(const EntryKey& id, const std::string& out_path) {
   }
   if (rename(tmp.c_str(), out_path.c_str()) != 0) {
     unlink(tmp.c_str());
-    return Complain(kBadInput, ErrnoStatus(errno, out_path).message());
+    return Complain(kBadInput, absl::ErrnoToStatus(errno, out_path).message());
   }
   if (json_) {
     PrintFields({{"result", Str("HIT")},

@@ -50,7 +50,7 @@ GcCoordinator::GcCoordinator(GcCoordinatorOptions options, Catalog* catalog,
     return catalog->StoreFor(id).root();
   };
   lease.lease_file_name = kGcLeaseName;
-  lease.shared_ops = options_.shared_ops;
+  lease.shared_env = options_.shared_env;
   leases_ = NewFileLocks(std::move(lease));
   for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
     AccessJournalOptions journal;

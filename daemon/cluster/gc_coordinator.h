@@ -41,6 +41,7 @@
 #include "daemon/locks/lock_table.h"
 #include "daemon/service/maintenance.h"
 #include "proto/neffd/v1/neffd.pb.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -58,8 +59,12 @@ struct GcCoordinatorOptions {
   absl::Duration journal_min_spacing = absl::Seconds(10);
   // How often the Catalog flushes access times (Catalog::FlushAccessTimes).
   absl::Duration access_flush_period = absl::Seconds(10);
-  // Counts metadata operations on the shared store (may be null).
+  // Counts the access journals' metadata operations on the shared store
+  // (may be null).
   std::atomic<uint64_t>* shared_ops = nullptr;
+  // The shared store's filesystem for the gc lease file; not owned. The
+  // daemon passes the CountingEnv its entry leases use.
+  Env* shared_env = Env::Default();
 };
 
 class GcCoordinator {

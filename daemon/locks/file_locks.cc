@@ -1,13 +1,9 @@
 #include "daemon/locks/file_locks.h"
 
-#include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "store/file_util.h"
 #include "store/liveness.h"
 
@@ -24,46 +19,35 @@ namespace {
 
 class FileLock : public ExternalLock {
  public:
-  FileLock(UniqueFd local, UniqueFd lease, std::string lease_path,
-           std::atomic<uint64_t> *ops)
+  FileLock(UniqueFd local, UniqueFd lease, std::string lease_path, Env *env)
       : local_(std::move(local)),
         lease_(std::move(lease)),
         lease_path_(std::move(lease_path)),
-        ops_(ops) {}
+        env_(env) {}
 
   ~FileLock() override {
     // Remove the lease file only if it is still ours: a host that broke it
     // may have created its own since.
-    if (lease_.valid() && StillHeld()) {
-      Count(1);
-      unlink(lease_path_.c_str());
-    }
+    if (lease_.valid() && StillHeld()) (void)env_->Unlink(lease_path_);
   }
 
   void Refresh() override {
-    if (!lease_.valid()) return;
-    Count(1);
-    futimens(lease_.get(), nullptr);
+    if (lease_.valid()) (void)env_->Touch(lease_.get(), lease_path_);
   }
 
   bool StillHeld() override {
     if (!lease_.valid()) return true;
     struct stat mine, named;
-    Count(1);
-    return fstat(lease_.get(), &mine) == 0 &&
-           lstat(lease_path_.c_str(), &named) == 0 &&
+    return env_->Fstat(lease_.get(), lease_path_, &mine).ok() &&
+           env_->Lstat(lease_path_, &named).ok() &&
            mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
   }
 
  private:
-  void Count(int n) {
-    if (ops_ != nullptr) *ops_ += n;
-  }
-
   UniqueFd local_;  // flock held; released on close
   UniqueFd lease_;  // cross-host lease file, kept open for futimens
   const std::string lease_path_;
-  std::atomic<uint64_t> *const ops_;
+  Env *const env_;  // the shared store's
 };
 
 class FileLocks : public ExternalLocks {
@@ -78,44 +62,44 @@ class FileLocks : public ExternalLocks {
       return std::make_unique<FileLock>(std::move(local), UniqueFd(), "",
                                         nullptr);
     }
+    Env *const shared = options_.shared_env;
     const std::string dir = options_.entry_dir(id);
     const std::string path = absl::StrCat(dir, "/", options_.lease_file_name);
     for (int attempt = 0; attempt < 2; ++attempt) {
-      Count(1);
-      UniqueFd lease(open(path.c_str(),
-                          O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                          0644));
-      if (!lease.valid() && errno == ENOENT) {
-        Count(1);
-        if (!MakeDirs(dir).ok()) return nullptr;
+      absl::StatusOr<UniqueFd> lease =
+          shared->Open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+      if (absl::IsNotFound(lease.status())) {
+        if (!MakeDirs(dir, 0755, shared).ok()) return nullptr;
         continue;
       }
-      if (lease.valid()) {
+      if (lease.ok()) {
         std::string content =
             absl::StrCat(options_.host_id, " ", getpid(), " ", lease_id, " ",
-                         absl::ToUnixMillis(absl::Now()), "\n");
-        (void)WriteAll(lease.get(), content, path);
-        return std::make_unique<FileLock>(std::move(local), std::move(lease),
-                                          path, options_.shared_ops);
+                         absl::ToUnixMillis(options_.env->Now()), "\n");
+        (void)shared->Write(lease->get(), path, content);
+        return std::make_unique<FileLock>(std::move(local), *std::move(lease),
+                                          path, shared);
       }
-      if (errno != EEXIST || !BreakIfStale(path)) return nullptr;
+      if (!absl::IsAlreadyExists(lease.status()) || !BreakIfStale(path)) {
+        return nullptr;
+      }
     }
     return nullptr;
   }
 
  private:
-  void Count(int n) {
-    if (options_.shared_ops != nullptr) *options_.shared_ops += n;
-  }
-
   UniqueFd TakeLocal(const EntryKey &id) {
-    absl::StatusOr<UniqueFd> fd = OpenLockFile(options_.locks_dir, id);
+    absl::StatusOr<UniqueFd> fd =
+        OpenLockFile(options_.locks_dir, id, options_.env);
     if (!fd.ok()) {
       // An unusable lock dir must not wedge every key: the daemon's own
       // table still excludes its clients. Hold a placeholder.
-      return UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+      return options_.env->Open("/dev/null", O_RDONLY).value_or(UniqueFd());
     }
-    if (flock(fd->get(), LOCK_EX | LOCK_NB) != 0) return UniqueFd();
+    if (!options_.env->TryLock(fd->get(), LockFilePath(options_.locks_dir, id))
+             .ok()) {
+      return UniqueFd();
+    }
     return *std::move(fd);
   }
 
@@ -133,32 +117,31 @@ class FileLocks : public ExternalLocks {
 
   // True if the lease file at `path` was stale and this call removed it.
   bool BreakIfStale(const std::string &path) {
+    Env *const shared = options_.shared_env;
     struct stat judged;
-    Count(1);
-    if (lstat(path.c_str(), &judged) != 0) return errno == ENOENT;
-    absl::StatusOr<std::string> content = ReadSmallFile(path, 4096);
+    if (absl::Status s = shared->Lstat(path, &judged); !s.ok()) {
+      return absl::IsNotFound(s);
+    }
+    absl::StatusOr<std::string> content = ReadSmallFile(path, 4096, shared);
     if (!(content.ok() && FromDeadIncarnation(*content)) &&
         !UnchangedForTooLong(path, judged)) {
       return false;
     }
     const std::string doomed =
         absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
-    Count(3);
-    if (rename(path.c_str(), doomed.c_str()) != 0) {
-      return errno == ENOENT;  // released or broken meanwhile: try again
+    if (absl::Status s = shared->Rename(path, doomed); !s.ok()) {
+      return absl::IsNotFound(s);  // released or broken meanwhile: try again
     }
     struct stat taken;
-    if (lstat(doomed.c_str(), &taken) == 0 && taken.st_ino != judged.st_ino) {
+    if (shared->Lstat(doomed, &taken).ok() && taken.st_ino != judged.st_ino) {
       // A fresh lease replaced the stale one between our look and our
-      // rename: put it back (link fails safely if yet another appeared).
-      Count(1);
-      if (link(doomed.c_str(), path.c_str()) != 0) {
-        // yet another lease appeared meanwhile; it stands
-      }
-      unlink(doomed.c_str());
+      // rename: put it back (link fails safely if yet another appeared, and
+      // then that one stands).
+      (void)shared->Link(doomed, path);
+      (void)shared->Unlink(doomed);
       return false;
     }
-    unlink(doomed.c_str());
+    (void)shared->Unlink(doomed);
     return true;
   }
 
@@ -166,8 +149,7 @@ class FileLocks : public ExternalLocks {
   // for stale_after - poll_interval. A live holder refreshes every TTL/3,
   // so an unchanged window that long means it is gone.
   bool UnchangedForTooLong(const std::string &path, const struct stat &st) {
-    const absl::Duration now =
-        absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+    const absl::Duration now = options_.env->MonotonicNow();
     absl::MutexLock lock(&mu_);
     Observation &seen = observed_[path];
     if (seen.inode != st.st_ino ||
@@ -185,7 +167,7 @@ class FileLocks : public ExternalLocks {
   struct Observation {
     ino_t inode = 0;
     absl::Time mtime;
-    absl::Duration since;  // steady clock
+    absl::Duration since;  // monotonic clock
   };
 
   const FileLocksOptions options_;

@@ -26,7 +26,6 @@
 #ifndef NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
 #define NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +34,7 @@
 #include "absl/time/time.h"
 #include "daemon/locks/lock_table.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 #include "store/lock_paths.h"
 #include "store/store.h"
 
@@ -52,8 +52,11 @@ struct FileLocksOptions {
   // The lease file's name in that directory. The store-wide gc lease
   // (daemon/cluster/gc_coordinator.h) reuses this protocol under its own name.
   std::string lease_file_name = kLeaseFileName;
-  // Counts metadata operations on the shared store (may be null).
-  std::atomic<uint64_t> *shared_ops = nullptr;
+  // The host's filesystem (the lock files) and clock; not owned.
+  Env *env = Env::Default();
+  // The shared store's filesystem (the lease files); not owned. The daemon
+  // passes a CountingEnv to count its metadata operations.
+  Env *shared_env = Env::Default();
 };
 
 std::unique_ptr<ExternalLocks> NewFileLocks(FileLocksOptions options);

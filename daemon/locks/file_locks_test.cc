@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "store/counting_env.h"
 #include "store/file_util.h"
 
 namespace neffd {
@@ -37,7 +38,7 @@ class FileLocksTest : public ::testing::Test {
     o.stale_after = absl::Milliseconds(300);
     o.poll_interval = absl::Milliseconds(100);
     o.entry_dir = [this](const EntryKey& id) { return EntryDir(id); };
-    o.shared_ops = &ops_;
+    o.shared_env = &shared_;
     return NewFileLocks(o);
   }
 
@@ -56,7 +57,7 @@ class FileLocksTest : public ::testing::Test {
   }
 
   std::string root_;
-  std::atomic<uint64_t> ops_{0};
+  CountingEnv shared_{Env::Default()};
   std::unique_ptr<ExternalLocks> a_, b_;
   EntryKey id_ = *EntryKey::Parse("neff", "2.0", "cafe");
 };
@@ -70,7 +71,7 @@ TEST_F(FileLocksTest, OneHostAtATimeThroughTheLeaseFile) {
   held.reset();
   EXPECT_FALSE(fs::exists(LeasePath()));
   EXPECT_NE(b_->TryTake(id_, "lease-b"), nullptr);
-  EXPECT_GT(ops_.load(), 0u);
+  EXPECT_GT(shared_.metadata_ops(), 0u);
 }
 
 TEST_F(FileLocksTest, LeaseUnchangedForTheTtlIsBrokenWhateverItsMtime) {

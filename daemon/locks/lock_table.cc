@@ -8,9 +8,11 @@
 namespace neffd {
 namespace {
 
-std::string NewLeaseId() {
+// A lease id is the holder's capability to publish and release, so it comes
+// from OpenSSL's CSPRNG; nullopt if that fails (no lease is granted then).
+std::optional<std::string> NewLeaseId() {
   unsigned char bytes[16];
-  RAND_bytes(bytes, sizeof(bytes));
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) return std::nullopt;
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
 }
@@ -39,18 +41,24 @@ void LockTable::Run(Pending& pending) {
 bool LockTable::TryGrant(Slot& slot, const HolderInfo& holder,
                          std::string* lease_id) {
   Lease lease;
-  lease.lease_id = NewLeaseId();
+  std::optional<std::string> new_id = NewLeaseId();
+  if (!new_id.has_value()) {
+    // Tried again at the next poll, like a key held elsewhere.
+    slot.next_poll = options_.env->Now() + options_.poll_interval;
+    return false;
+  }
+  lease.lease_id = *std::move(new_id);
   if (options_.external_locks != nullptr) {
     lease.external = options_.external_locks->TryTake(slot.id, lease.lease_id);
     if (lease.external == nullptr) {
-      slot.next_poll = options_.now() + options_.poll_interval;
+      slot.next_poll = options_.env->Now() + options_.poll_interval;
       return false;
     }
   }
   lease.holder = holder;
   lease.liveness_token =
       options_.liveness ? options_.liveness->Observe(holder) : std::nullopt;
-  lease.refreshed = options_.now();
+  lease.refreshed = options_.env->Now();
   lease.granted = lease.refreshed;
   lease.expires = lease.refreshed + options_.lease_ttl;
   *lease_id = lease.lease_id;
@@ -137,7 +145,7 @@ absl::Status LockTable::KeepAlive(const std::string& lease_id) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Slot*> slot = FindLease(lease_id, nullptr);
   if (!slot.ok()) return slot.status();
-  (*slot)->lease->expires = options_.now() + options_.lease_ttl;
+  (*slot)->lease->expires = options_.env->Now() + options_.lease_ttl;
   return absl::OkStatus();
 }
 
@@ -189,7 +197,7 @@ void LockTable::FinishPublish(const std::string& lease_id,
       ResolveAll(**slot, ready, pending);
     } else {
       (*slot)->lease->publishing = false;
-      (*slot)->lease->expires = options_.now() + options_.lease_ttl;
+      (*slot)->lease->expires = options_.env->Now() + options_.lease_ttl;
     }
   }
   Run(pending);
@@ -299,7 +307,7 @@ void LockTable::Tick() {
   std::vector<EntryKey> to_probe;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = options_.now();
+    const absl::Time now = options_.env->Now();
     for (auto& [canonical, slot] : slots_) {
       if (slot.lease.has_value()) {
         Lease& lease = *slot.lease;
@@ -334,7 +342,7 @@ void LockTable::Tick() {
   Pending pending;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = options_.now();
+    const absl::Time now = options_.env->Now();
     std::vector<std::string> idle;
     for (auto& [canonical, slot] : slots_) {
       if (slot.lease.has_value() && !slot.lease->publishing &&

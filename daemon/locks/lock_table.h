@@ -40,6 +40,7 @@
 #include "absl/time/time.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 #include "store/file_util.h"
 #include "store/liveness.h"
 
@@ -90,7 +91,8 @@ struct LockTableOptions {
   // How often a key held elsewhere (another process or host) is re-checked:
   // first for a published entry, then for a free or stale hold.
   absl::Duration poll_interval = absl::Seconds(1);
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Its clock (Now() only); not owned.
+  Env* env = Env::Default();
   Liveness* liveness = nullptr;             // not owned; null: TTL only
   ExternalLocks* external_locks = nullptr;  // not owned; null: memory only
   // Looks for a published entry for a key held elsewhere; called without the

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/locks/file_locks.h"
 #include "gtest/gtest.h"
+#include "store/testing/manual_clock_env.h"
 
 namespace neffd {
 namespace {
@@ -41,7 +42,7 @@ class LockTableTest : public ::testing::Test {
     LockTableOptions options;
     options.lease_ttl = absl::Seconds(30);
     options.poll_interval = absl::Seconds(1);
-    options.now = [this] { return now_; };
+    options.env = &clock_;
     options.liveness = &liveness_;
     options.external_locks = file_locks_.get();
     table_ = std::make_unique<LockTable>(options);
@@ -51,12 +52,13 @@ class LockTableTest : public ::testing::Test {
   LockTable::WaiterId Acquire(int64_t pid, std::optional<LockEvent>* out,
                               bool wait = true,
                               absl::Duration timeout = absl::Seconds(100)) {
-    return table_->Acquire(id_, HolderInfo{"h", pid, 0}, wait, now_ + timeout,
+    return table_->Acquire(id_, HolderInfo{"h", pid, 0}, wait,
+                           clock_.Now() + timeout,
                            [out](LockEvent e) { *out = std::move(e); });
   }
 
   std::string locks_dir_;
-  absl::Time now_ = absl::FromUnixSeconds(1000);
+  ManualClockEnv clock_{absl::FromUnixSeconds(1000)};
   FakeLiveness liveness_;
   std::unique_ptr<ExternalLocks> file_locks_;
   std::unique_ptr<LockTable> table_;
@@ -128,12 +130,13 @@ TEST_F(LockTableTest, SilentHolderLosesTheLeaseAfterTtlNotBefore) {
   std::optional<LockEvent> holder, w1;
   Acquire(1, &holder);
   Acquire(2, &w1);
-  now_ += absl::Seconds(20);
+  clock_.Advance(absl::Seconds(20));
   ASSERT_TRUE(table_->KeepAlive(holder->lease_id).ok());
-  now_ += absl::Seconds(29);  // 49 s after grant, 29 s after the heartbeat
+  clock_.Advance(
+      absl::Seconds(29));  // 49 s after grant, 29 s after the heartbeat
   table_->Tick();
   EXPECT_FALSE(w1.has_value());
-  now_ += absl::Seconds(1);
+  clock_.Advance(absl::Seconds(1));
   table_->Tick();
   ASSERT_TRUE(w1.has_value());
   EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
@@ -157,7 +160,7 @@ TEST_F(LockTableTest, PublishingLeaseIsNeverRevoked) {
   std::optional<LockEvent> holder;
   Acquire(1, &holder);
   ASSERT_TRUE(table_->BeginPublish(holder->lease_id, id_).ok());
-  now_ += absl::Hours(1);
+  clock_.Advance(absl::Hours(1));
   liveness_.dead.insert(1);
   table_->Tick();
   EXPECT_EQ(table_->counts().leases_held, 1u);
@@ -172,7 +175,7 @@ TEST_F(LockTableTest, WaitersTimeOutAndCancelledWaitersAreNeverCalled) {
   LockTable::WaiterId w2_id = Acquire(3, &w2, true, absl::Seconds(50));
   EXPECT_TRUE(table_->Cancel(w2_id));
   EXPECT_FALSE(table_->Cancel(w2_id));
-  now_ += absl::Seconds(5);
+  clock_.Advance(absl::Seconds(5));
   table_->Tick();
   ASSERT_TRUE(w1.has_value());
   EXPECT_EQ(w1->outcome, LockOutcome::kTimedOut);
@@ -207,7 +210,7 @@ TEST_F(LockTableTest, LockFileExcludesAProcessWithoutTheDaemon) {
   close(fd);
   table_->Tick();
   EXPECT_FALSE(w1.has_value());  // polled once per poll_interval
-  now_ += absl::Seconds(1);
+  clock_.Advance(absl::Seconds(1));
   table_->Tick();
   ASSERT_TRUE(w1.has_value());
   EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
@@ -226,7 +229,7 @@ TEST_F(LockTableTest, ShutdownAnswersWaitersAndRefusesNewOnes) {
 
 TEST_F(LockTableTest, WaitersBeyondTheCapAreRefusedAtOnce) {
   LockTableOptions options;
-  options.now = [this] { return now_; };
+  options.env = &clock_;
   options.max_waiters = 2;
   table_ = std::make_unique<LockTable>(options);
   std::optional<LockEvent> holder, w1, w2, w3, free_key, no_wait;
@@ -241,7 +244,7 @@ TEST_F(LockTableTest, WaitersBeyondTheCapAreRefusedAtOnce) {
   EXPECT_EQ(table_->counts().waiters, 2u);
   // The cap is on parking only: a free key is granted, wait=false is busy.
   table_->Acquire(*EntryKey::Parse("neff", "2.0", "k2"), HolderInfo{"h", 5, 0},
-                  true, now_ + absl::Seconds(1),
+                  true, clock_.Now() + absl::Seconds(1),
                   [&free_key](LockEvent e) { free_key = std::move(e); });
   ASSERT_TRUE(free_key.has_value());
   EXPECT_EQ(free_key->outcome, LockOutcome::kGranted);

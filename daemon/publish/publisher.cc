@@ -29,7 +29,7 @@ absl::StatusOr<UniqueFd> OpenStagedFile(const std::string& path,
           absl::StrCat("staged_path: ", path, " is a symlink"));
     }
     return absl::FailedPreconditionError(
-        ErrnoStatus(errno, "staged_path: " + path).message());
+        absl::ErrnoToStatus(errno, "staged_path: " + path).message());
   }
   struct stat st;
   if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {

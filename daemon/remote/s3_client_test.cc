@@ -201,7 +201,7 @@ std::string WriteLargeFile(int fd, uint64_t size) {
               static_cast<ssize_t>(chunk.size()));
     done += chunk.size();
   }
-  return hash.HexDigest();
+  return hash.HexDigest().value_or("(sha256 failed)");
 }
 
 std::string HashFile(int fd) {

@@ -34,6 +34,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
+#include "store/counting_env.h"
 #include "store/file_util.h"
 #include "store/liveness.h"
 #include "store/store.h"
@@ -144,7 +145,7 @@ absl::Status PrepareSocketPath(const std::string &address) {
 absl::Status CheckLocalFilesystem(const std::string &path) {
   struct statfs fs;
   if (statfs(path.c_str(), &fs) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("statfs ", path));
+    return absl::ErrnoToStatus(errno, absl::StrCat("statfs ", path));
   }
   const char *kind = nullptr;
   switch (static_cast<long>(fs.f_type)) {
@@ -230,7 +231,10 @@ struct Daemon::Parts {
   std::unique_ptr<Catalog> catalog;
   std::unique_ptr<LocalTier> tier;
   std::unique_ptr<Liveness> liveness;
-  std::atomic<uint64_t> shared_lease_ops{0};
+  // The lease files' calls on the shared store, counted for the stats.
+  std::unique_ptr<CountingEnv> lease_env;
+  // The access journals' calls on the shared store (daemon/cluster).
+  std::atomic<uint64_t> journal_ops{0};
   std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
   std::unique_ptr<Publisher> publisher;
@@ -266,6 +270,7 @@ absl::Status Daemon::Parts::OpenStores() {
   store_options.failed_ttl = options.failed_ttl;
   store_options.root = options.neff_cache_dir;
   store_options.ns = Namespace::kNeff;
+  store_options.env = options.env;
   store_options.on_event = [](const StoreEvent &event) {
     log::EventWithFields(log::Level::kWarning, event.name, event.fields);
   };
@@ -301,11 +306,14 @@ void Daemon::Parts::BuildLockTable() {
     return catalog->StoreFor(id).EntryDir(id);
   };
   file_options.poll_interval = options.poll_interval;
-  file_options.shared_ops = &shared_lease_ops;
+  lease_env = std::make_unique<CountingEnv>(options.env);
+  file_options.env = options.env;
+  file_options.shared_env = lease_env.get();
   file_locks = NewFileLocks(file_options);
   LockTableOptions lock_options;
   lock_options.lease_ttl = options.lease_ttl;
   lock_options.poll_interval = options.poll_interval;
+  lock_options.env = options.env;
   lock_options.liveness = liveness.get();
   lock_options.max_leases_per_holder = options.max_leases_per_pid;
   lock_options.max_waiters = options.max_lock_waiters;
@@ -324,6 +332,7 @@ absl::Status Daemon::Parts::OpenTier() {
   LocalTierOptions tier_options;
   tier_options.dir = options.local_dir + "/tier";
   tier_options.capacity_bytes = options.local_tier_bytes;
+  tier_options.env = options.env;
   absl::StatusOr<std::unique_ptr<LocalTier>> opened =
       LocalTier::Open(tier_options);
   if (!opened.ok()) return opened.status();
@@ -345,7 +354,7 @@ void Daemon::Parts::BuildServices() {
   service_options.max_inline_bytes = options.max_inline_bytes;
   service_options.shared_ops = [this] {
     return neff_store->metadata_ops() + hlo_store->metadata_ops() +
-           shared_lease_ops.load();
+           lease_env->metadata_ops() + journal_ops.load();
   };
   service = std::make_unique<CompileCacheService>(
       service_options, catalog.get(), locks.get(), tier.get(), publisher.get(),
@@ -374,7 +383,8 @@ void Daemon::Parts::BuildServices() {
   gc_options.journal_grain = options.access_journal_grain;
   gc_options.journal_min_spacing = options.access_journal_spacing;
   gc_options.access_flush_period = kAccessFlushInterval;
-  gc_options.shared_ops = &shared_lease_ops;
+  gc_options.shared_ops = &journal_ops;
+  gc_options.shared_env = lease_env.get();
   gc = std::make_unique<GcCoordinator>(gc_options, catalog.get(),
                                        maintenance.get());
   catalog->SetAccessObserver(

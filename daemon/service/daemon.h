@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/neffd/v1/neffd.pb.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -85,6 +86,9 @@ struct DaemonOptions {
   // and may listen on a non-loopback address.
   std::string tls_cert;
   std::string tls_key;
+  // The filesystem and clock of the stores, the tier and the lock files
+  // (store/env.h); not owned. Tests wrap it to inject faults.
+  Env *env = Env::Default();
 };
 
 // FailedPrecondition naming the filesystem if `path` is on NFS or Lustre,

@@ -1,17 +1,12 @@
 #include "daemon/tier/local_tier.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
 #include "store/digest.h"
 #include "store/file_util.h"
 
@@ -30,17 +25,19 @@ LocalTier::~LocalTier() {
 
 absl::StatusOr<std::unique_ptr<LocalTier>> LocalTier::Open(
     LocalTierOptions options) {
-  if (absl::Status s = MakeDirs(options.dir); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(options.dir, 0755, options.env); !s.ok()) {
+    return s;
+  }
   if (options.capacity_bytes == 0) {
     struct statvfs fs;
-    if (statvfs(options.dir.c_str(), &fs) != 0) {
-      return ErrnoStatus(errno, "statvfs " + options.dir);
+    if (absl::Status s = options.env->StatFs(options.dir, &fs); !s.ok()) {
+      return s;
     }
     options.capacity_bytes =
         static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize / 5;
   }
   std::unique_ptr<LocalTier> tier(new LocalTier(std::move(options)));
-  tier->scanner_ = std::thread([t = tier.get()] { t->Scan(); });
+  tier->scanner_ = std::thread([t = tier.get()] { t->Scan(""); });
   return tier;
 }
 
@@ -61,7 +58,7 @@ std::optional<bool> LocalTier::Touch(const std::string& name) {
   absl::MutexLock lock(&mu_);
   auto it = files_.find(name);
   if (it == files_.end()) return std::nullopt;
-  it->second->handed_out = options_.now();
+  it->second->handed_out = options_.env->Now();
   lru_.splice(lru_.end(), lru_, it->second);
   return it->second->verified;
 }
@@ -73,7 +70,8 @@ void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out,
     it->second->verified = it->second->verified || verified;
     return;
   }
-  const absl::Time when = handed_out ? options_.now() : absl::InfinitePast();
+  const absl::Time when =
+      handed_out ? options_.env->Now() : absl::InfinitePast();
   auto at = handed_out ? lru_.end() : lru_.begin();
   files_[name] = lru_.insert(at, File{name, size, when, verified});
   used_ += size;
@@ -82,7 +80,7 @@ void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out,
 
 void LocalTier::Drop(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  unlink(absl::StrCat(options_.dir, "/", name).c_str());
+  (void)options_.env->Unlink(absl::StrCat(options_.dir, "/", name));
   auto it = files_.find(name);
   if (it == files_.end()) return;
   used_ -= it->second->size;
@@ -92,19 +90,19 @@ void LocalTier::Drop(const std::string& name) {
 
 bool LocalTier::Matches(const std::string& name, const v1::Entry& entry) const {
   const std::string path = absl::StrCat(options_.dir, "/", name);
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return false;
-  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd.get(), -1, path);
+  absl::StatusOr<UniqueFd> fd = options_.env->Open(path, O_RDONLY | O_NOFOLLOW);
+  if (!fd.ok()) return false;
+  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd->get(), -1, path);
   return hashed.ok() && hashed->size == entry.size() &&
          hashed->sha256 == entry.sha256();
 }
 
 void LocalTier::EvictOverCapacity() {
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.env->Now();
   while (used_ > options_.capacity_bytes && !lru_.empty()) {
     File& oldest = lru_.front();
     if (now - oldest.handed_out < options_.pin) break;  // all others newer
-    unlink(absl::StrCat(options_.dir, "/", oldest.name).c_str());
+    (void)options_.env->Unlink(absl::StrCat(options_.dir, "/", oldest.name));
     used_ -= oldest.size;
     files_.erase(oldest.name);
     lru_.pop_front();
@@ -123,7 +121,7 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
   struct stat st;
   const std::string path = absl::StrCat(options_.dir, "/", name);
   if (known.has_value() ||
-      (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))) {
+      (options_.env->Lstat(path, &st).ok() && S_ISREG(st.st_mode))) {
     if (Matches(name, entry)) {
       Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
       return Localized(entry, name);
@@ -160,18 +158,19 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
 }
 
 absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
-  UniqueFd in(open(entry.path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!in.valid()) return ErrnoStatus(errno, "opening " + entry.path());
+  Env* const env = options_.env;
+  absl::StatusOr<UniqueFd> in = env->Open(entry.path(), O_RDONLY | O_NOFOLLOW);
+  if (!in.ok()) return in.status();
   const std::string path = absl::StrCat(options_.dir, "/", name);
   const std::string dir = path.substr(0, path.rfind('/'));
-  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(dir, 0755, env); !s.ok()) return s;
   const std::string tmp = absl::StrCat(
       dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "tier"));
-  UniqueFd out(open(
-      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!out.valid()) return ErrnoStatus(errno, "creating " + tmp);
+  absl::StatusOr<UniqueFd> out =
+      env->Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+  if (!out.ok()) return out.status();
   absl::StatusOr<CopyResult> copied =
-      CopyAndHash(in.get(), out.get(), entry.path());
+      CopyAndHash(in->get(), out->get(), entry.path(), {env, tmp});
   absl::Status status;
   if (!copied.ok()) {
     status = copied.status();
@@ -181,15 +180,15 @@ absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
       status = absl::DataLossError(
           absl::StrCat(entry.path(), " no longer matches its sha256 (",
                        copied->sha256, " != ", entry.sha256(), ")"));
-    } else if (rename(tmp.c_str(), path.c_str()) != 0) {
-      status = ErrnoStatus(errno, "installing " + path);
+    } else {
+      status = env->Rename(tmp, path);
     }
     // No fsync, as for an adopted copy: a tier file from before a restart
     // is hashed again before it is handed out (Get), so a power loss costs
     // a refill, never a torn NEFF, while an fsync would cost the first rank
     // of each host one disk flush per entry.
   }
-  if (!status.ok()) unlink(tmp.c_str());
+  if (!status.ok()) (void)env->Unlink(tmp);
   return status;
 }
 
@@ -203,35 +202,36 @@ bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
   // with no other name may replace anything under `name`.
   const std::string tmp = absl::StrCat(
       dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "adopt"));
-  if (!MakeDirs(dir).ok() || rename(staged_path.c_str(), tmp.c_str()) != 0) {
-    unlink(staged_path.c_str());
+  Env* const env = options_.env;
+  if (!MakeDirs(dir, 0755, env).ok() || !env->Rename(staged_path, tmp).ok()) {
+    (void)env->Unlink(staged_path);
     return false;
   }
   struct stat verified, renamed;
-  if (fstat(staged_fd, &verified) != 0 || lstat(tmp.c_str(), &renamed) != 0 ||
-      verified.st_dev != renamed.st_dev || verified.st_ino != renamed.st_ino ||
-      renamed.st_nlink != 1 || rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
+  if (!env->Fstat(staged_fd, staged_path, &verified).ok() ||
+      !env->Lstat(tmp, &renamed).ok() || verified.st_dev != renamed.st_dev ||
+      verified.st_ino != renamed.st_ino || renamed.st_nlink != 1 ||
+      !env->Rename(tmp, path).ok()) {
+    (void)env->Unlink(tmp);
     return false;
   }
-  fchmod(staged_fd, 0444);
+  (void)env->Chmod(staged_fd, path, 0444);
   Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
   return true;
 }
 
 void LocalTier::Remove(const EntryKey& id) {
-  const std::string prefix = absl::StrCat(
-      NamespaceName(id.ns()), "/", id.compiler_version(), "/", id.key(), ".");
-  const std::string dir = absl::StrCat(
-      options_.dir, "/", NamespaceName(id.ns()), "/", id.compiler_version());
+  const std::string subdir =
+      absl::StrCat(NamespaceName(id.ns()), "/", id.compiler_version());
+  const std::string prefix = absl::StrCat(id.key(), ".");
   absl::MutexLock lock(&mu_);
-  std::error_code ec;
-  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name =
-        absl::StrCat(NamespaceName(id.ns()), "/", id.compiler_version(), "/",
-                     f.path().filename().string());
-    if (!absl::StartsWith(name, prefix)) continue;
-    unlink(f.path().c_str());
+  absl::StatusOr<std::vector<std::string>> files =
+      options_.env->ListDir(absl::StrCat(options_.dir, "/", subdir));
+  if (!files.ok()) return;
+  for (const std::string& file : *files) {
+    if (!absl::StartsWith(file, prefix)) continue;
+    const std::string name = absl::StrCat(subdir, "/", file);
+    (void)options_.env->Unlink(absl::StrCat(options_.dir, "/", name));
     auto it = files_.find(name);
     if (it != files_.end()) {
       used_ -= it->second->size;
@@ -246,26 +246,31 @@ uint64_t LocalTier::used_bytes() const {
   return used_;
 }
 
-void LocalTier::Scan() {
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(
-           options_.dir, std::filesystem::directory_options::none, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    const std::string file = it->path().filename().string();
+void LocalTier::Scan(const std::string& rel) {
+  Env* const env = options_.env;
+  const std::string dir =
+      rel.empty() ? options_.dir : absl::StrCat(options_.dir, "/", rel);
+  absl::StatusOr<std::vector<std::string>> names = env->ListDir(dir);
+  if (!names.ok()) return;
+  for (const std::string& file : *names) {
+    const std::string name = rel.empty() ? file : absl::StrCat(rel, "/", file);
+    const std::string path = absl::StrCat(options_.dir, "/", name);
+    struct stat st;
+    if (!env->Lstat(path, &st).ok()) continue;
+    if (S_ISDIR(st.st_mode)) {
+      Scan(name);
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) continue;
     if (absl::StartsWith(file, ".")) {
       // A fill interrupted by a crash (an old one: a young one may be a fill
       // in progress now).
-      struct stat st;
-      if (lstat(it->path().c_str(), &st) == 0 &&
-          absl::Now() - absl::TimeFromTimespec(st.st_mtim) > absl::Hours(1)) {
-        unlink(it->path().c_str());
+      if (env->Now() - absl::TimeFromTimespec(st.st_mtim) > absl::Hours(1)) {
+        (void)env->Unlink(path);
       }
       continue;
     }
-    Admit(it->path().string().substr(options_.dir.size() + 1),
-          it->file_size(ec), /*handed_out=*/false, /*verified=*/false);
+    Admit(name, st.st_size, /*handed_out=*/false, /*verified=*/false);
   }
 }
 

@@ -23,6 +23,8 @@
 //     first hand-out; its size accounting is rebuilt by a background scan,
 //     so start-up does not wait for it.
 //
+// Every filesystem call and clock reading goes through LocalTierOptions::env.
+//
 // Thread-safe.
 #ifndef NEFFD_DAEMON_TIER_LOCAL_TIER_H_
 #define NEFFD_DAEMON_TIER_LOCAL_TIER_H_
@@ -43,6 +45,7 @@
 #include "absl/time/time.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -50,7 +53,9 @@ struct LocalTierOptions {
   std::string dir;              // {local_dir}/tier
   uint64_t capacity_bytes = 0;  // 0: 20% of the local filesystem
   absl::Duration pin = absl::Seconds(60);
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // The filesystem (the tier's and, to fill it, the shared store's) and the
+  // clock; not owned.
+  Env* env = Env::Default();
 };
 
 class LocalTier {
@@ -109,7 +114,8 @@ class LocalTier {
   bool Matches(const std::string& name, const v1::Entry& entry) const;
   v1::Entry Localized(const v1::Entry& entry, const std::string& name) const;
   void EvictOverCapacity() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Scan();
+  // Admits the files under `rel` (relative to dir; "" for dir itself).
+  void Scan(const std::string& rel);
 
   LocalTierOptions options_;
   std::atomic<uint64_t> filled_bytes_{0};

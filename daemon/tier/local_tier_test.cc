@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
+#include "store/testing/manual_clock_env.h"
 
 namespace neffd {
 namespace {
@@ -33,7 +34,7 @@ class LocalTierTest : public ::testing::Test {
     options.dir = root_ + "/tier";
     options.capacity_bytes = capacity;
     options.pin = absl::Seconds(10);
-    options.now = [this] { return now_; };
+    options.env = &clock_;
     return *LocalTier::Open(options);
   }
 
@@ -73,7 +74,7 @@ class LocalTierTest : public ::testing::Test {
   }
 
   std::string root_;
-  absl::Time now_ = absl::FromUnixSeconds(1000);
+  ManualClockEnv clock_{absl::FromUnixSeconds(1000)};
 };
 
 TEST_F(LocalTierTest, FillsOnceFromTheSharedStoreAndServesLocally) {
@@ -115,12 +116,12 @@ TEST_F(LocalTierTest, EvictsLeastRecentlyHandedOutButNeverAPinnedFile) {
     EntryKey id = *EntryKey::Parse("neff", "1", absl::StrCat("k", i));
     paths.push_back(
         tier->Get(id, Shared(absl::StrCat("k", i), "0123456789"))->path());
-    now_ += absl::Seconds(1);
+    clock_.Advance(absl::Seconds(1));
   }
   // 30 bytes over a 25-byte capacity, but all were handed out within the pin.
   EXPECT_EQ(tier->used_bytes(), 30u);
   EXPECT_TRUE(fs::exists(paths[0]));
-  now_ += absl::Seconds(20);
+  clock_.Advance(absl::Seconds(20));
   EntryKey id3 = *EntryKey::Parse("neff", "1", "k3");
   ASSERT_TRUE(tier->Get(id3, Shared("k3", "0123456789")).ok());
   EXPECT_FALSE(fs::exists(paths[0]));

@@ -1,0 +1,181 @@
+// What a publish leaves when the filesystem fails under it (through
+// FaultInjectionEnv): the right status, nothing torn or half-named in the
+// store, a miss for every reader, and a clean publish once the fault is gone.
+// And a stalled filesystem call holds up only its own caller.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "store/digest.h"
+#include "store/store.h"
+#include "store/testing/fault_injection_env.h"
+
+namespace neffd {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Fault {
+  std::string name;
+  FsOp op;
+  int err;
+  std::string path_contains;
+  absl::StatusCode code;
+  std::string step;  // the message names it
+};
+
+void PrintTo(const Fault &fault, std::ostream *os) { *os << fault.name; }
+
+class PublishFaultTest : public ::testing::TestWithParam<Fault> {
+ protected:
+  void SetUp() override {
+    root_ = absl::StrCat(getenv("TEST_TMPDIR"), "/", GetParam().name);
+    fs::remove_all(root_);
+    fs::create_directories(root_ + "/staging");
+    StoreOptions options;
+    options.root = root_ + "/store";
+    options.host_id = "hostA";
+    options.env = &faults_;
+    store_ = *Store::Open(options);
+  }
+
+  // Publishes `content` as the daemon does: from a staged file's descriptor.
+  absl::StatusOr<PublishResult> PublishStaged(const std::string &content) {
+    const std::string staged = root_ + "/staging/staged.neff";
+    std::ofstream(staged, std::ios::binary | std::ios::trunc) << content;
+    UniqueFd fd(open(staged.c_str(), O_RDONLY | O_CLOEXEC));
+    return store_->PublishFromFd(id_, fd.get(), content.size(),
+                                 Sha256Hex(content), {"hostA", 7}, {});
+  }
+
+  // Every name under the store that a publish writes before it is complete.
+  std::vector<std::string> HalfNamed() const {
+    std::vector<std::string> found;
+    for (const auto &f : fs::recursive_directory_iterator(root_ + "/store")) {
+      if (absl::StrContains(f.path().filename().string(), ".tmp.")) {
+        found.push_back(f.path().string());
+      }
+    }
+    return found;
+  }
+
+  // What every reader sees after a failed publish: no temp file, no
+  // artifact without its marker, a miss.
+  void ExpectNothingLeft() {
+    EXPECT_EQ(HalfNamed(), std::vector<std::string>{});
+    const std::string dir = store_->EntryDir(id_);
+    EXPECT_FALSE(fs::exists(dir + "/model.neff") &&
+                 !fs::exists(dir + "/model.done"))
+        << "an artifact without model.done";
+    absl::StatusOr<StoredEntry> found =
+        store_->Find(id_, Store::OnDamage::kReport);
+    EXPECT_TRUE(absl::IsNotFound(found.status())) << found.status();
+  }
+
+  std::string root_;
+  FaultInjectionEnv faults_;
+  std::unique_ptr<Store> store_;
+  EntryKey id_ = *EntryKey::Parse("neff", "2.19.1", "cafe01");
+};
+
+TEST_P(PublishFaultTest, FailsCleanlyAndTheNextPublishIsAHit) {
+  const Fault &fault = GetParam();
+  const std::string content(3 << 20, 'n');  // several pipeline chunks
+  faults_.Fail(fault.op, fault.err, fault.path_contains);
+
+  absl::StatusOr<PublishResult> failed = PublishStaged(content);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(faults_.injected_failures(), 1);
+  EXPECT_EQ(failed.status().code(), fault.code) << failed.status();
+  EXPECT_TRUE(absl::StrContains(failed.status().message(), fault.step))
+      << failed.status();
+  ExpectNothingLeft();
+
+  faults_.Clear();
+  absl::StatusOr<PublishResult> published = PublishStaged(content);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_FALSE(published->already_cached);
+  absl::StatusOr<StoredEntry> found = store_->Find(id_);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->entry.sha256(), Sha256Hex(content));
+  EXPECT_EQ(HalfNamed(), std::vector<std::string>{});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Steps, PublishFaultTest,
+    ::testing::Values(
+        Fault{"NoSpaceForTheTempFile", FsOp::kOpen, ENOSPC, ".model.neff.tmp.",
+              absl::StatusCode::kResourceExhausted, "open "},
+        Fault{"NoSpaceAtTheWrite", FsOp::kWrite, ENOSPC, ".model.neff.tmp.",
+              absl::StatusCode::kResourceExhausted, "write "},
+        Fault{"FsyncFails", FsOp::kSync, EIO, ".model.neff.tmp.",
+              absl::StatusCode::kUnknown, "fsync "},
+        Fault{"NoSpaceAtTheArtifactRename", FsOp::kRename, ENOSPC,
+              "/model.neff", absl::StatusCode::kResourceExhausted, "rename "},
+        Fault{"NoSpaceForModelDone", FsOp::kWrite, ENOSPC, "model.done",
+              absl::StatusCode::kResourceExhausted, "write "},
+        Fault{"ModelDoneRenameFails", FsOp::kRename, EIO, "/model.done",
+              absl::StatusCode::kUnknown, "rename "}),
+    [](const ::testing::TestParamInfo<Fault> &info) {
+      return info.param.name;
+    });
+
+TEST(PublishStallTest, AStalledCallHoldsUpOnlyItsCaller) {
+  const std::string root = absl::StrCat(getenv("TEST_TMPDIR"), "/stall");
+  fs::remove_all(root);
+  FaultInjectionEnv faults;
+  StoreOptions options;
+  options.root = root;
+  options.host_id = "hostA";
+  options.env = &faults;
+  std::unique_ptr<Store> store = *Store::Open(options);
+  const EntryKey slow = *EntryKey::Parse("neff", "1.0", "slow");
+  const EntryKey fast = *EntryKey::Parse("neff", "1.0", "fast");
+  auto put = [&store](const EntryKey &id, const std::string &bytes) {
+    return store->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 1}, {});
+  };
+
+  // The slow key's artifact rename hangs, as a call to a sick shared
+  // filesystem can.
+  faults.Stall(FsOp::kRename, "MODULE_slow/");
+  std::atomic<bool> slow_returned{false};
+  absl::Status slow_status;
+  std::thread slow_publisher([&] {
+    slow_status = put(slow, "slow bytes").status();
+    slow_returned = true;
+  });
+  auto finish_slow = [&] {
+    faults.Release();
+    if (slow_publisher.joinable()) slow_publisher.join();
+  };
+  absl::Cleanup on_failure = finish_slow;
+  ASSERT_TRUE(faults.AwaitStalled(absl::Seconds(30)));
+
+  // Meanwhile every other key is published and served.
+  ASSERT_TRUE(put(fast, "fast bytes").ok());
+  absl::StatusOr<StoredEntry> hit = store->Find(fast);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ(hit->entry.sha256(), Sha256Hex("fast bytes"));
+  EXPECT_TRUE(
+      absl::IsNotFound(store->Find(slow, Store::OnDamage::kReport).status()));
+  EXPECT_FALSE(slow_returned);
+
+  finish_slow();
+  EXPECT_TRUE(slow_status.ok()) << slow_status;
+  EXPECT_TRUE(store->Find(slow).ok());
+}
+
+}  // namespace
+}  // namespace neffd
