@@ -3,6 +3,9 @@
 # one line "N passed, N failed" counting test cases (from Bazel's test.xml).
 #
 # The stages (issue 9), each followed by a "run_all: stage ... took N s" line:
+#   0. tests/checks/*.sh                       (source checks, one case each:
+#                                               format.sh, clang-format of
+#                                               every tracked C/C++ file)
 #   1. bazel test --config=asan //...          (builds every target under
 #                                               ASan + UBSan with gcc and
 #                                               -Werror, which is the compile
@@ -110,6 +113,21 @@ stage() {
   echo "run_all: stage $1 took $((SECONDS - start)) s"
   start=$SECONDS
 }
+
+# run_check SCRIPT: one test case, passed when tests/checks/SCRIPT exits 0.
+run_check() {
+  if bash "tests/checks/$1"; then
+    echo "run_all: check $1 passed"
+    total_passed=$((total_passed + 1))
+  else
+    echo "run_all: check $1 FAILED"
+    total_failed=$((total_failed + 1))
+    overall=1
+  fi
+}
+
+run_check format.sh
+stage checks
 
 if [ "${NEFFD_ASAN:-1}" = 1 ]; then
   run_tests asan --test_tag_filters=-no_asan //...
