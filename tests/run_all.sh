@@ -5,7 +5,13 @@
 # The stages (issue 9), each followed by a "run_all: stage ... took N s" line:
 #   0. tests/checks/*.sh                       (source checks, one case each:
 #                                               format.sh, clang-format of
-#                                               every tracked C/C++ file)
+#                                               every tracked C/C++ file;
+#                                               thread_safety.sh, clang-14
+#                                               -Wthread-safety -Werror of
+#                                               the annotated libraries;
+#                                               layering.sh, nothing outside
+#                                               daemon/ uses daemon/, and
+#                                               visibility enforces it)
 #   1. bazel test --config=asan //...          (builds every target under
 #                                               ASan + UBSan with gcc and
 #                                               -Werror, which is the compile
@@ -127,6 +133,8 @@ run_check() {
 }
 
 run_check format.sh
+run_check thread_safety.sh
+run_check layering.sh
 stage checks
 
 if [ "${NEFFD_ASAN:-1}" = 1 ]; then
