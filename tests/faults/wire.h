@@ -42,7 +42,10 @@ int CountFds(pid_t pid);
 // Resident memory of `pid` in KiB (VmRSS), -1 if unknown.
 long RssKib(pid_t pid);
 
-// True if the process may mount filesystems (root in CI).
+// True if the process may mount filesystems (root in CI). A test that
+// skips without it says "needs root" in its GTEST_SKIP message:
+// tests/count_results.py counts such a skip as a failure when the run is
+// root's, since there the test should have run.
 bool CanMount();
 
 }  // namespace neffd::testing
