@@ -49,7 +49,7 @@ void Die(const std::string& what) {
 // Seconds `argv` took; dies unless it exits 0.
 double Timed(const std::vector<std::string>& argv, std::string* out = nullptr) {
   const absl::Time t0 = absl::Now();
-  testing::CommandResult r = testing::RunCommand(argv);
+  test_support::CommandResult r = test_support::RunCommand(argv);
   const double s = absl::ToDoubleSeconds(absl::Now() - t0);
   if (r.exit_code != 0) Die(absl::StrCat(argv[0], " failed: ", r.err));
   if (out != nullptr) *out = r.out;
@@ -66,7 +66,7 @@ std::string MakeArtifact(const std::string& path, size_t bytes) {
     const uint64_t v = rng();
     memcpy(&content[i], &v, 8);
   }
-  testing::WriteFile(path, content);
+  test_support::WriteFile(path, content);
   return Sha256Hex(content);
 }
 
@@ -130,7 +130,7 @@ struct Sample {
   double publish, cp_fsync, verify, sha256sum;
 };
 
-Sample RunOnce(const testing::DaemonProcess& daemon, int run,
+Sample RunOnce(const test_support::DaemonProcess& daemon, int run,
                const std::string& master, uint64_t size,
                const std::string& sha256) {
   auto stub = daemon.NewStub();
@@ -190,7 +190,7 @@ int Main(int argc, char** argv) {
   const uint64_t size = static_cast<uint64_t>(mib) << 20;
   const std::string master = workdir + "/master.neff";
   const std::string sha256 = MakeArtifact(master, size);
-  testing::DaemonProcess daemon(workdir + "/d");
+  test_support::DaemonProcess daemon(workdir + "/d");
   if (!daemon.Start()) Die("neffd did not start: " + daemon.process().Stderr());
   const std::string header = absl::StrCat(
       "Machine: ", bench::MachineDescription(), ". Started ", bench::NowUtc(),

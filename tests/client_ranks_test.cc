@@ -18,7 +18,7 @@
 #include "tests/harness/process.h"
 #include "tests/rank_fleet.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr int kRanks = 128;
@@ -242,4 +242,4 @@ INSTANTIATE_TEST_SUITE_P(DaemonAndFallback, FailureTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 class LockHandoffTest : public ::testing::Test {
@@ -80,4 +80,4 @@ TEST_F(LockHandoffTest, HeartbeatingHolderKeepsTheLeasePastTheTtl) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

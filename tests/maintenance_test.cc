@@ -17,7 +17,7 @@
 #include "store/file_util.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -233,9 +233,9 @@ TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 TEST(PeriodicGcTest, DaemonKeepsTheStoreUnderMaxCacheSize) {
@@ -255,4 +255,4 @@ TEST(PeriodicGcTest, DaemonKeepsTheStoreUnderMaxCacheSize) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr int kLeaseTtlSeconds = 3;
@@ -119,4 +119,4 @@ TEST_F(MultiHostTest, SkewedHolderKeepsItsLeaseAgainstAnUnskewedHost) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -24,7 +24,7 @@
 #include "store/digest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -512,4 +512,4 @@ TEST_F(OpsTest, EnvFileDocumentsEveryVariableTheDaemonReads) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

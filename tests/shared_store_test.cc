@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/cluster.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -206,4 +206,4 @@ TEST(SharedStoreTest, EachHostReadsAnEntryFromTheSharedStoreOnce) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -13,7 +13,7 @@
 #include "store/digest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 v1::EntryId Id(const std::string& ns, const std::string& version,
                const std::string& key) {
@@ -98,4 +98,4 @@ long RssKib(pid_t pid) {
 
 bool CanMount() { return geteuid() == 0; }
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -15,7 +15,7 @@
 #include "grpcpp/support/status.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 v1::EntryId Id(const std::string& ns, const std::string& version,
                const std::string& key);
@@ -48,6 +48,6 @@ long RssKib(pid_t pid);
 // root's, since there the test should have run.
 bool CanMount();
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
 #endif  // NEFFD_TESTS_FAULTS_WIRE_H_

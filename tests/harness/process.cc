@@ -26,7 +26,7 @@
 
 extern char** environ;
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 std::string TmpRoot() {
@@ -252,4 +252,4 @@ std::unique_ptr<v1::CompileCache::Stub> DaemonProcess::NewStub() const {
       grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
 }
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 // Absolute path of a file in this test's runfiles, e.g. "daemon/neffd".
 std::string Runfile(const std::string& path);
@@ -111,6 +111,6 @@ class DaemonProcess {
   std::unique_ptr<Process> process_;
 };
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
 #endif  // NEFFD_TESTS_HARNESS_PROCESS_H_
