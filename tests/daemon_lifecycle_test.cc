@@ -26,8 +26,7 @@ namespace fs = std::filesystem;
 class DaemonLifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = TestTempDir();
     daemon_ = std::make_unique<DaemonProcess>(root_);
     ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
   }

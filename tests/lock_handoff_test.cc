@@ -15,8 +15,7 @@ namespace {
 class LockHandoffTest : public ::testing::Test {
  protected:
   void StartDaemon(std::vector<std::string> flags) {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = TestTempDir();
     daemon_ = std::make_unique<DaemonProcess>(root_, std::move(flags));
     ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
   }

@@ -18,10 +18,7 @@ constexpr double kPollSeconds = 0.5;
 
 class MultiHostTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
+  void SetUp() override { root_ = TestTempDir(); }
 
   std::unique_ptr<DaemonProcess> Host(const std::string& name,
                                       std::vector<std::string> env = {}) {

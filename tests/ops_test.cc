@@ -41,8 +41,7 @@ bool WaitFor(const std::function<bool()>& done) {
 class OpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = TestTempDir();
     metrics_ = root_ + "/neffd.prom";
     daemon_ = std::make_unique<DaemonProcess>(
         root_,

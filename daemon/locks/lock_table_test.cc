@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/locks/file_locks.h"
 #include "gtest/gtest.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -30,10 +31,7 @@ class FakeLiveness : public Liveness {
 class LockTableTest : public ::testing::Test {
  protected:
   LockTableTest() {
-    locks_dir_ = absl::StrCat(
-        getenv("TEST_TMPDIR"), "/locks_",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(locks_dir_);
+    locks_dir_ = test_support::TestTempDir("locks_");
     FileLocksOptions files;
     files.locks_dir = locks_dir_;
     files.shared = false;

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -21,10 +22,7 @@ namespace fs = std::filesystem;
 class LocalTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = absl::StrCat(
-        getenv("TEST_TMPDIR"), "/",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
+    root_ = test_support::TestTempDir();
     fs::create_directories(root_ + "/shared");
   }
 

@@ -26,6 +26,10 @@ v1::LockResponse LockKey(v1::CompileCache::Stub& stub, const std::string& key,
                          int64_t pid, int wait_seconds = 30,
                          grpc::Status* status = nullptr);
 
+// LockKey for this process; the calling test case fails unless the call
+// succeeds and the lease is granted.
+v1::Lease GrantLease(v1::CompileCache::Stub& stub, const std::string& key);
+
 // Writes `content` into the lease's staging dir and publishes it.
 grpc::Status PublishStaged(v1::CompileCache::Stub& stub, const v1::Lease& lease,
                            const std::string& content,
