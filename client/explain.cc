@@ -21,7 +21,7 @@ std::string JoinOrNone(const std::vector<std::string> &flags) {
   return flags.empty() ? "(none)" : absl::StrJoin(flags, " ");
 }
 
-} // namespace
+}  // namespace
 
 std::string MissRecordPath(absl::string_view local_dir, absl::string_view key) {
   return absl::StrCat(local_dir, "/neffcc/misses/", key, ".json");
@@ -58,12 +58,10 @@ FlagDifference DiffFlags(const v1::KeyInputsRecord &cached,
                                           now.flags().end());
   FlagDifference diff;
   for (const std::string &flag : cached.flags()) {
-    if (in_now.count(flag) == 0)
-      diff.only_in_cached.push_back(flag);
+    if (in_now.count(flag) == 0) diff.only_in_cached.push_back(flag);
   }
   for (const std::string &flag : now.flags()) {
-    if (in_cached.count(flag) == 0)
-      diff.only_in_now.push_back(flag);
+    if (in_cached.count(flag) == 0) diff.only_in_now.push_back(flag);
   }
   return diff;
 }
@@ -125,8 +123,7 @@ std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
 std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached) {
   std::map<std::string, std::vector<CachedKey>> by_input;
   for (const CachedKey &entry : cached) {
-    if (entry.inputs.input_sha256().empty())
-      continue; // no record
+    if (entry.inputs.input_sha256().empty()) continue;  // no record
     by_input[entry.inputs.input_sha256()].push_back(entry);
   }
   std::vector<Drift> drifts;
@@ -139,30 +136,26 @@ std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached) {
                              return a.key == b.key;
                            }),
                keys.end());
-    if (keys.size() < 2)
-      continue;
+    if (keys.size() < 2) continue;
     Drift drift;
     drift.input_sha256 = sha256;
     drift.input_size = keys.front().inputs.input_size();
-    std::map<std::string, size_t> holders; // flag -> records holding it
+    std::map<std::string, size_t> holders;  // flag -> records holding it
     std::vector<std::string> seen_order;
     for (const CachedKey &entry : keys) {
       std::set<std::string> flags(entry.inputs.flags().begin(),
                                   entry.inputs.flags().end());
       for (const std::string &flag : entry.inputs.flags()) {
-        if (holders.find(flag) == holders.end())
-          seen_order.push_back(flag);
+        if (holders.find(flag) == holders.end()) seen_order.push_back(flag);
       }
-      for (const std::string &flag : flags)
-        ++holders[flag];
+      for (const std::string &flag : flags) ++holders[flag];
       drift.versions_differ |= entry.inputs.compiler_version() !=
                                keys.front().inputs.compiler_version();
       drift.targets_differ |= entry.inputs.platform_target() !=
                               keys.front().inputs.platform_target();
     }
     for (const std::string &flag : seen_order) {
-      if (holders[flag] != keys.size())
-        drift.differing_flags.push_back(flag);
+      if (holders[flag] != keys.size()) drift.differing_flags.push_back(flag);
     }
     drift.keys = std::move(keys);
     drifts.push_back(std::move(drift));
@@ -170,4 +163,4 @@ std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached) {
   return drifts;
 }
 
-} // namespace neffd
+}  // namespace neffd

@@ -67,7 +67,7 @@ FlagDifference DiffFlags(const v1::KeyInputsRecord &cached,
 struct Drift {
   std::string input_sha256;
   uint64_t input_size = 0;
-  std::vector<CachedKey> keys; // sorted by key
+  std::vector<CachedKey> keys;  // sorted by key
   // Flags not shared by every key's record, in first-seen order.
   std::vector<std::string> differing_flags;
   // Set when the keys' compiler versions or platform targets differ.
@@ -77,6 +77,6 @@ struct Drift {
 // Every input cached under two or more keys, ordered by input sha256.
 std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached);
 
-} // namespace neffd
+}  // namespace neffd
 
-#endif // NEFFD_CLIENT_EXPLAIN_H_
+#endif  // NEFFD_CLIENT_EXPLAIN_H_

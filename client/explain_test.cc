@@ -11,8 +11,7 @@ v1::KeyInputsRecord Record(std::vector<std::string> flags,
   v1::KeyInputsRecord r;
   r.set_input_sha256(sha);
   r.set_input_size(812);
-  for (auto &f : flags)
-    r.add_flags(f);
+  for (auto &f : flags) r.add_flags(f);
   r.set_compiler_version(version);
   r.set_platform_target("trn2");
   r.add_invocation("neuronx-cc");
@@ -34,8 +33,9 @@ TEST(ExplainTest, NamesTheDifferingFlags) {
   const std::string line =
       ExplainMiss("3f2a0000000000000000", Record({"--target=trn2", "-O3"}),
                   {{"b0000000000000000000", Record({"--target=trn2", "-O1"})}});
-  EXPECT_EQ(line, "miss 3f2a00000000…: same input cached as b00000000000… with "
-                  "flags differing: -O1 (cached) vs -O3 (now)");
+  EXPECT_EQ(line,
+            "miss 3f2a00000000…: same input cached as b00000000000… with "
+            "flags differing: -O1 (cached) vs -O3 (now)");
 }
 
 TEST(ExplainTest, NamesAVersionChangeAndPicksTheClosestEntry) {
@@ -52,8 +52,9 @@ TEST(ExplainTest, SaysWhenNoEntryHasTheInput) {
   const std::string line =
       ExplainMiss("k1", Record({"-O2"}),
                   {{"other", Record({"-O2"}, "2.19.1", std::string(64, 'b'))}});
-  EXPECT_EQ(line, "miss k1: no cached entry has the same input (sha256 "
-                  "aaaaaaaaaaaa…, 812 bytes)");
+  EXPECT_EQ(line,
+            "miss k1: no cached entry has the same input (sha256 "
+            "aaaaaaaaaaaa…, 812 bytes)");
 }
 
 TEST(ExplainTest, DriftListsInputsUnderSeveralKeys) {
@@ -61,7 +62,7 @@ TEST(ExplainTest, DriftListsInputsUnderSeveralKeys) {
       {"k2", Record({"--target=trn2", "-O3"})},
       {"k1", Record({"--target=trn2", "-O1"})},
       {"k3", Record({"-O1"}, "2.19.1", std::string(64, 'c'))},
-      {"k4", v1::KeyInputsRecord()}, // an entry without a record
+      {"k4", v1::KeyInputsRecord()},  // an entry without a record
   };
   std::vector<Drift> drift = FindDrift(cached);
   ASSERT_EQ(drift.size(), 1u);
@@ -73,5 +74,5 @@ TEST(ExplainTest, DriftListsInputsUnderSeveralKeys) {
   EXPECT_FALSE(drift[0].targets_differ);
 }
 
-} // namespace
-} // namespace neffd
+}  // namespace
+}  // namespace neffd
