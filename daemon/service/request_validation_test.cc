@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "store/digest.h"
+#include "store/entry_id.h"
 
 namespace neffd {
 namespace {
@@ -16,11 +17,7 @@ namespace {
 constexpr char kStaging[] = "/run/staging/lease1";
 
 v1::EntryId Neff(const std::string& key) {
-  v1::EntryId id;
-  id.set_namespace_("neff");
-  id.set_compiler_version("2.19.1");
-  id.set_key(key);
-  return id;
+  return EntryKey::Parse("neff", "2.19.1", key)->ToProto();
 }
 
 // InvalidArgument whose message starts with `field` and contains `detail`.

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 #include "store/digest.h"
+#include "store/entry_id.h"
 #include "tests/harness/temp_dir.h"
 
 namespace neffd {
@@ -33,11 +34,7 @@ namespace {
 constexpr char kVersion[] = "2.19.1";
 
 v1::EntryId Neff(const std::string& key) {
-  v1::EntryId id;
-  id.set_namespace_("neff");
-  id.set_compiler_version(kVersion);
-  id.set_key(key);
-  return id;
+  return EntryKey::Parse("neff", kVersion, key)->ToProto();
 }
 
 std::string ReadAll(const std::string& path) {
@@ -240,7 +237,8 @@ TEST_F(ServiceTest, PublishWithAForeignLeaseIsRefusedAndNothingIsServed) {
 
 TEST_F(ServiceTest, InvalidRequestsAreRefusedNamingTheField) {
   v1::LookupRequest lookup;
-  *lookup.mutable_id() = Neff("");
+  *lookup.mutable_id() = Neff("k1");
+  lookup.mutable_id()->set_key("");
   v1::LookupResponse response;
   grpc::ClientContext context;
   grpc::Status status = cache_->Lookup(&context, lookup, &response);
@@ -326,7 +324,9 @@ TEST_F(ServiceTest, ShowEntryReportsCachedLockedAndMissingEntries) {
   EXPECT_TRUE(absl::StrContains(status.error_message(), "absent"))
       << status.error_message();
 
-  status = ShowEntry(Neff("bad/key"), &info);
+  v1::EntryId bad = Neff("k1");
+  bad.set_key("bad/key");
+  status = ShowEntry(bad, &info);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
