@@ -18,7 +18,7 @@
 namespace neffd::allocator {
 namespace {
 
-using testing::FakeSegmentProvider;
+using test_support::FakeSegmentProvider;
 
 constexpr size_t kMiB = size_t{1} << 20;
 

@@ -13,9 +13,9 @@
 namespace neffd::allocator {
 namespace {
 
+using test_support::FakeSegmentProvider;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
-using testing::FakeSegmentProvider;
 using ::testing::HasSubstr;
 
 constexpr size_t kKiB = size_t{1} << 10;

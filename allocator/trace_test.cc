@@ -11,7 +11,7 @@
 namespace neffd::allocator {
 namespace {
 
-using testing::FakeSegmentProvider;
+using test_support::FakeSegmentProvider;
 using ::testing::HasSubstr;
 
 constexpr size_t kMiB = size_t{1} << 20;

@@ -126,7 +126,7 @@ void Populate(const std::string& address, int entries) {
         v1::EntryId id = LookupOf(Key(i)).id();
         const std::string bytes =
             absl::StrCat("neff ", i, std::string(4096, 'x'));
-        absl::Status s = testing::PublishInline(*stub, id, bytes);
+        absl::Status s = test_support::PublishInline(*stub, id, bytes);
         grpc::ClientContext context;
         v1::LookupResponse response;
         grpc::Status found =
@@ -212,7 +212,7 @@ struct Series {
 };
 
 // Waits until something serves `address` (the echo server just started).
-bool WaitForServer(const std::string& address, testing::Process& process) {
+bool WaitForServer(const std::string& address, test_support::Process& process) {
   auto channel = NewChannel(address);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline && process.Running()) {
@@ -231,7 +231,7 @@ int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string root = absl::GetFlag(FLAGS_workdir);
   bench::PrepareHarness(root);
-  testing::DaemonProcess daemon(root);
+  test_support::DaemonProcess daemon(root);
   if (!daemon.Start()) {
     std::fprintf(stderr, "neffd did not start: %s\n",
                  daemon.process().Stderr().c_str());
@@ -239,13 +239,13 @@ int Main(int argc, char** argv) {
   }
   const std::string echo_address =
       absl::StrCat("unix:", daemon.socket_path(), ".echo");
-  std::vector<std::string> echo_argv = {testing::Runfile("bench/echo_server"),
-                                        "--address=" + echo_address};
+  std::vector<std::string> echo_argv = {
+      test_support::Runfile("bench/echo_server"), "--address=" + echo_address};
   for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_echo_flags),
                                             ' ', absl::SkipEmpty())) {
     echo_argv.emplace_back(f);
   }
-  testing::Process echo(echo_argv);
+  test_support::Process echo(echo_argv);
   if (!WaitForServer(echo_address, echo)) {
     std::fprintf(stderr, "echo_server did not start: %s\n",
                  echo.Stderr().c_str());

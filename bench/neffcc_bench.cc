@@ -119,7 +119,7 @@ std::vector<std::string> CompileArgv(const std::string& compiler,
 
 std::string NewInput(const Setup& s, const std::string& name) {
   const std::string path = absl::StrCat(s.root, "/", name, ".hlo_module.pb");
-  testing::WriteFile(path, absl::StrCat("HloModule ", name, " ", getpid(), " ",
+  test_support::WriteFile(path, absl::StrCat("HloModule ", name, " ", getpid(), " ",
                                         absl::ToUnixNanos(absl::Now())));
   return path;
 }
@@ -163,17 +163,17 @@ int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   PrepareHarness(absl::GetFlag(FLAGS_workdir));
   Setup s;
-  s.root = testing::NewTempDir("neffcc");
-  testing::DaemonProcess daemon(s.root);
+  s.root = test_support::NewTempDir("neffcc");
+  test_support::DaemonProcess daemon(s.root);
   if (!daemon.Start()) {
     std::fprintf(stderr, "neffd did not start: %s\n",
                  daemon.process().Stderr().c_str());
     return 1;
   }
   s.neffcc = s.root + "/mask/neuronx-cc";
-  s.compiler = testing::Runfile("tests/fake_neuronx_cc");
+  s.compiler = test_support::Runfile("tests/fake_neuronx_cc");
   if (mkdir((s.root + "/mask").c_str(), 0755) != 0 ||
-      symlink(testing::Runfile("client/neffcc").c_str(), s.neffcc.c_str()) !=
+      symlink(test_support::Runfile("client/neffcc").c_str(), s.neffcc.c_str()) !=
           0) {
     std::perror("creating the masquerade directory");
     return 1;

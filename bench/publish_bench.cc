@@ -56,7 +56,7 @@ void Die(const std::string& what) {
 // Seconds `argv` took; dies unless it exits 0.
 double Timed(const std::vector<std::string>& argv, std::string* out = nullptr) {
   const absl::Time t0 = absl::Now();
-  testing::CommandResult r = testing::RunCommand(argv);
+  test_support::CommandResult r = test_support::RunCommand(argv);
   const double s = absl::ToDoubleSeconds(absl::Now() - t0);
   if (r.exit_code != 0) Die(absl::StrCat(argv[0], " failed: ", r.err));
   if (out != nullptr) *out = r.out;
@@ -73,7 +73,7 @@ std::string MakeArtifact(const std::string& path, size_t bytes) {
     const uint64_t v = rng();
     memcpy(&content[i], &v, 8);
   }
-  testing::WriteFile(path, content);
+  test_support::WriteFile(path, content);
   return Sha256Hex(content);
 }
 
@@ -137,7 +137,7 @@ double VerifyRpc(v1::CacheAdmin::Stub& admin) {
 // publishes what its compiler wrote; seconds from the compile's end to
 // GetOrCompile returning. The compile (the copy, then `sync`) is not timed,
 // so the output is cached and clean like the cp baseline's source.
-double PublishThroughClient(const testing::DaemonProcess& daemon, int run,
+double PublishThroughClient(const test_support::DaemonProcess& daemon, int run,
                             const std::string& master,
                             const std::string& workdir) {
   CacheClientOptions options;
@@ -175,7 +175,7 @@ struct Sample {
   double publish, end_to_end, cp_fsync, verify, sha256sum, openssl;
 };
 
-Sample RunOnce(const testing::DaemonProcess& daemon, int run,
+Sample RunOnce(const test_support::DaemonProcess& daemon, int run,
                const std::string& master, uint64_t size,
                const std::string& sha256, const std::string& workdir) {
   auto stub = daemon.NewStub();
@@ -233,7 +233,7 @@ int Main(int argc, char** argv) {
   const uint64_t size = static_cast<uint64_t>(mib) << 20;
   const std::string master = workdir + "/master.neff";
   const std::string sha256 = MakeArtifact(master, size);
-  testing::DaemonProcess daemon(workdir + "/d");
+  test_support::DaemonProcess daemon(workdir + "/d");
   if (!daemon.Start()) Die("neffd did not start: " + daemon.process().Stderr());
   const std::string header = absl::StrCat(
       "Machine: ", bench::MachineDescription(), ". Started ", bench::NowUtc(),

@@ -62,14 +62,14 @@ struct Sample {
   double serving_ms, rss_start, rss_after, p50_us, p99_us, stats_ms, ls_s;
 };
 
-void PublishReal(const testing::DaemonProcess& daemon, int count) {
+void PublishReal(const test_support::DaemonProcess& daemon, int count) {
   auto stub = daemon.NewStub();
   for (int i = 0; i < count; ++i) {
     v1::EntryId id;
     id.set_namespace_("neff");
     id.set_compiler_version(kVersion);
     id.set_key(Key(i));
-    absl::Status s = testing::PublishInline(
+    absl::Status s = test_support::PublishInline(
         *stub, id, absl::StrCat("neff ", i, std::string(4096, 'x')));
     if (!s.ok() && !absl::IsAlreadyExists(s)) {
       std::fprintf(stderr, "publish failed: %s\n", s.ToString().c_str());
@@ -162,10 +162,11 @@ double GetStatsMs(const std::string& address, uint64_t want_entries) {
   return bench::Median(ms);
 }
 
-Sample RunOnce(const testing::DaemonProcess& daemon, int entries, int real) {
+Sample RunOnce(const test_support::DaemonProcess& daemon, int entries,
+               int real) {
   Sample sample;
   const absl::Time t0 = absl::Now();
-  testing::Process process(daemon.Argv());
+  test_support::Process process(daemon.Argv());
   if (!bench::WaitServing(daemon.socket_path(), absl::Seconds(120))) {
     std::fprintf(stderr, "neffd did not serve: %s\n", process.Stderr().c_str());
     std::exit(1);
@@ -178,9 +179,9 @@ Sample RunOnce(const testing::DaemonProcess& daemon, int entries, int real) {
   sample.p50_us = bench::Percentile(latencies, 0.50);
   sample.p99_us = bench::Percentile(latencies, 0.99);
   sample.rss_after = bench::RssMiB(process.pid());
-  const std::string neffctl = testing::Runfile("client/neffctl");
+  const std::string neffctl = test_support::Runfile("client/neffctl");
   const absl::Time ls0 = absl::Now();
-  testing::CommandResult ls = testing::RunCommand(
+  test_support::CommandResult ls = test_support::RunCommand(
       {"/bin/sh", "-c",
        absl::StrCat(neffctl, " --address=", daemon.address(), " ls | wc -l")});
   sample.ls_s = absl::ToDoubleSeconds(absl::Now() - ls0);
@@ -220,7 +221,7 @@ int Main(int argc, char** argv) {
                    std::string(size).c_str());
       return 2;
     }
-    testing::DaemonProcess daemon(absl::StrCat(workdir, "/n", entries));
+    test_support::DaemonProcess daemon(absl::StrCat(workdir, "/n", entries));
     if (!daemon.Start()) {
       std::fprintf(stderr, "neffd did not start: %s\n",
                    daemon.process().Stderr().c_str());

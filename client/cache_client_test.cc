@@ -18,6 +18,7 @@
 #include "client/workdir.h"
 #include "gtest/gtest.h"
 #include "store/digest.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -39,11 +40,7 @@ bool Exists(const std::string& path) {
 class CacheClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = absl::StrCat(
-        getenv("TEST_TMPDIR"), "/",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(root_);
-    std::filesystem::create_directories(root_);
+    root_ = test_support::TestTempDir();
     options_.use_daemon = false;
     options_.neff_cache_dir = root_ + "/neff";
     options_.hlo_cache_dir = root_ + "/hlo";

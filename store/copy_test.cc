@@ -11,16 +11,12 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
 
-std::string Scratch(const std::string &name) {
-  const std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+using test_support::NewTempDir;
 
 std::string Pattern(size_t size) {
   std::string bytes(size, '\0');
@@ -36,7 +32,7 @@ std::string ReadAll(const std::string &path) {
 // Between two files of one filesystem the kernel copies; every byte and
 // nothing more must arrive, from wherever the source's offset stood.
 TEST(CopyFileContentsTest, CopiesFileToFileFromTheCurrentOffset) {
-  const std::string dir = Scratch("file_to_file");
+  const std::string dir = NewTempDir("file_to_file");
   const std::string content = Pattern(3 * 1024 * 1024 + 17);
   std::ofstream(dir + "/in", std::ios::binary) << content;
   UniqueFd in(open((dir + "/in").c_str(), O_RDONLY));
@@ -51,7 +47,7 @@ TEST(CopyFileContentsTest, CopiesFileToFileFromTheCurrentOffset) {
 
 // From a pipe copy_file_range refuses; the buffered copy takes over.
 TEST(CopyFileContentsTest, CopiesFromAPipeThroughABuffer) {
-  const std::string dir = Scratch("pipe_to_file");
+  const std::string dir = NewTempDir("pipe_to_file");
   const std::string content = Pattern(2 * 1024 * 1024 + 1);
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
@@ -70,7 +66,7 @@ TEST(CopyFileContentsTest, CopiesFromAPipeThroughABuffer) {
 }
 
 TEST(CopyFileContentsTest, AnUnwritableTargetIsAnError) {
-  const std::string dir = Scratch("unwritable");
+  const std::string dir = NewTempDir("unwritable");
   std::ofstream(dir + "/in") << "bytes";
   UniqueFd in(open((dir + "/in").c_str(), O_RDONLY));
   UniqueFd read_only(open((dir + "/in").c_str(), O_RDONLY));

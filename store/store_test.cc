@@ -13,18 +13,12 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/testing/manual_clock_env.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string FreshDir(const std::string &name) {
-  std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::string ReadAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -34,8 +28,7 @@ std::string ReadAll(const std::string &path) {
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = FreshDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = test_support::TestTempDir();
     StoreOptions options;
     options.root = root_;
     options.host_id = "hostA";

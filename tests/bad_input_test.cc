@@ -17,7 +17,7 @@
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -45,18 +45,7 @@ class BadInputTest : public ::testing::Test {
 
   void SetUp() override { stub_ = daemon_->NewStub(); }
 
-  // Takes the lock on `key` and returns the lease.
-  v1::Lease Grant(const std::string& key) {
-    v1::LockRequest request;
-    *request.mutable_id() = Id("neff", "1.0", key);
-    request.mutable_holder()->set_pid(getpid());
-    request.set_wait(true);
-    v1::LockResponse response;
-    grpc::ClientContext context;
-    EXPECT_TRUE(stub_->Lock(&context, request, &response).ok());
-    EXPECT_EQ(response.outcome(), v1::LockResponse::GRANTED);
-    return response.lease();
-  }
+  v1::Lease Grant(const std::string& key) { return GrantLease(*stub_, key); }
 
   grpc::Status Publish(const v1::PublishRequest& request) {
     v1::PublishResponse response;
@@ -270,4 +259,4 @@ TEST_F(BadInputTest, DaemonIsHealthyAfterAllOfIt) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -8,7 +8,7 @@
 #include "tests/harness/process.h"
 #include "tests/rank_fleet.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr int kRanks = 32;
@@ -123,4 +123,4 @@ print("PASS")
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

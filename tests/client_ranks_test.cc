@@ -18,15 +18,11 @@
 #include "tests/harness/process.h"
 #include "tests/rank_fleet.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr int kRanks = 128;
 constexpr int kGraphs = 16;
-
-std::string TestName() {
-  return ::testing::UnitTest::GetInstance()->current_test_info()->name();
-}
 
 // key -> number of compiles, from the fake compiler's log.
 std::map<std::string, int> CompilesPerKey(const RankFleet& fleet) {
@@ -39,7 +35,7 @@ std::map<std::string, int> CompilesPerKey(const RankFleet& fleet) {
 
 class ClientRanksTest : public ::testing::Test {
  protected:
-  void SetUp() override { root_ = NewTempDir(TestName()); }
+  void SetUp() override { root_ = TestTempDir(); }
 
   void StartDaemon(std::vector<std::string> flags = {}) {
     daemon_ = std::make_unique<DaemonProcess>(root_, std::move(flags));
@@ -242,4 +238,4 @@ INSTANTIATE_TEST_SUITE_P(DaemonAndFallback, FailureTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/cluster.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -254,4 +254,4 @@ TEST(ClusterGcTest, NeffctlGcNamesTheHolderOrSaysWhatItRemovedAndWhy) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

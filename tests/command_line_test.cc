@@ -15,9 +15,9 @@
 namespace neffd {
 namespace {
 
-using neffd::testing::CommandResult;
-using neffd::testing::RunCommand;
-using neffd::testing::Runfile;
+using neffd::test_support::CommandResult;
+using neffd::test_support::RunCommand;
+using neffd::test_support::Runfile;
 
 CommandResult Neffd(std::vector<std::string> args) {
   args.insert(args.begin(), Runfile("daemon/neffd"));
@@ -54,7 +54,7 @@ TEST(NeffdCommandLineTest, HelpListsEveryFlagWithDefaultAndVariable) {
 }
 
 TEST(NeffdCommandLineTest, BadFlagValuesExitTwoNamingTheFlag) {
-  const std::string root = neffd::testing::NewTempDir("bad_flags");
+  const std::string root = neffd::test_support::NewTempDir("bad_flags");
   const std::vector<std::string> dirs = {
       "--local_dir=" + root + "/local", "--cache_dir=" + root + "/neff",
       "--hlo_cache_dir=" + root + "/hlo", "--address=unix:" + root + "/s.sock"};
@@ -78,8 +78,8 @@ TEST(NeffdCommandLineTest, BadFlagValuesExitTwoNamingTheFlag) {
 }
 
 TEST(NeffdCommandLineTest, DurationsTakeBareSecondsOrUnits) {
-  const std::string root = neffd::testing::NewTempDir("durations");
-  neffd::testing::DaemonProcess daemon(
+  const std::string root = neffd::test_support::NewTempDir("durations");
+  neffd::test_support::DaemonProcess daemon(
       root, {"--lease_ttl=45", "--failed_ttl=2h", "--poll_interval=0.5"});
   ASSERT_TRUE(daemon.Start());
   CommandResult config =

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 TEST(ConcurrentPutTest, SixtyFourPutsOfOneKeyPublishExactlyOnce) {
@@ -49,4 +49,4 @@ TEST(ConcurrentPutTest, SixtyFourPutsOfOneKeyPublishExactlyOnce) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

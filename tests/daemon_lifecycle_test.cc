@@ -18,7 +18,7 @@
 #include "store/digest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -26,8 +26,7 @@ namespace fs = std::filesystem;
 class DaemonLifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = TestTempDir();
     daemon_ = std::make_unique<DaemonProcess>(root_);
     ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
   }
@@ -224,4 +223,4 @@ TEST(DaemonConfigTest, ServesOnLoopbackTcp) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 struct Example {
@@ -153,4 +153,4 @@ TEST(GrpcurlDocsTest, EveryDocumentedCommandGivesTheAnswerShown) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

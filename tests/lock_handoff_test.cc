@@ -9,14 +9,13 @@
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 class LockHandoffTest : public ::testing::Test {
  protected:
   void StartDaemon(std::vector<std::string> flags) {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = TestTempDir();
     daemon_ = std::make_unique<DaemonProcess>(root_, std::move(flags));
     ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
   }
@@ -80,4 +79,4 @@ TEST_F(LockHandoffTest, HeartbeatingHolderKeepsTheLeasePastTheTtl) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

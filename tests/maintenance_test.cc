@@ -15,9 +15,10 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
+#include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -38,11 +39,7 @@ std::string DoneJson(const std::string& content, uint64_t size) {
 }
 
 v1::EntryId Id(const std::string& key) {
-  v1::EntryId id;
-  id.set_namespace_("neff");
-  id.set_compiler_version("2.14.0");
-  id.set_key(key);
-  return id;
+  return test_support::Id("neff", "2.14.0", key);
 }
 
 TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
@@ -233,9 +230,9 @@ TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 TEST(PeriodicGcTest, DaemonKeepsTheStoreUnderMaxCacheSize) {
@@ -255,4 +252,4 @@ TEST(PeriodicGcTest, DaemonKeepsTheStoreUnderMaxCacheSize) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

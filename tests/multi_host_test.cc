@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr int kLeaseTtlSeconds = 3;
@@ -18,10 +18,7 @@ constexpr double kPollSeconds = 0.5;
 
 class MultiHostTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
+  void SetUp() override { root_ = TestTempDir(); }
 
   std::unique_ptr<DaemonProcess> Host(const std::string& name,
                                       std::vector<std::string> env = {}) {
@@ -119,4 +116,4 @@ TEST_F(MultiHostTest, SkewedHolderKeepsItsLeaseAgainstAnUnskewedHost) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -22,7 +22,7 @@
 #include "tests/harness/cluster.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr char kVersionDir[] = "neuronxcc-2.19.8089.0+8ab9f450";
@@ -306,4 +306,4 @@ TEST_F(NeffccTest, PythonSubprocessAsLibneuronxla) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

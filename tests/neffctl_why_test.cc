@@ -16,7 +16,7 @@
 #include "proto/neffd/v1/key_reports.pb.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr char kVersion[] = "2.19.1";
@@ -246,4 +246,4 @@ TEST_F(NeffctlWhyTest, UnreachableDaemonExitsThree) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

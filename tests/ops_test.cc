@@ -24,7 +24,7 @@
 #include "store/digest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -41,8 +41,7 @@ bool WaitFor(const std::function<bool()>& done) {
 class OpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = TestTempDir();
     metrics_ = root_ + "/neffd.prom";
     daemon_ = std::make_unique<DaemonProcess>(
         root_,
@@ -512,4 +511,4 @@ TEST_F(OpsTest, EnvFileDocumentsEveryVariableTheDaemonReads) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

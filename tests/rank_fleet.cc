@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 RankFleet::RankFleet(std::string root, std::string address)
     : root_(std::move(root)), address_(std::move(address)) {}
@@ -101,4 +101,4 @@ int CountFiles(const std::string& dir) {
   return files;
 }
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

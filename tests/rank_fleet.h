@@ -15,7 +15,7 @@
 
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 struct RankReport {
   int exit_code = -1;
@@ -67,6 +67,6 @@ void ExpectRanksAgree(const std::vector<RankReport>& reports, int graphs,
 // Number of regular files under `dir` (recursively); 0 if it does not exist.
 int CountFiles(const std::string& dir);
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
 #endif  // NEFFD_TESTS_RANK_FLEET_H_

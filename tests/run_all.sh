@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test, then prints
-# one line "N passed, N failed" counting test cases (from Bazel's test.xml).
+# one line "N passed, N failed, N skipped" counting test cases: the source
+# checks, the cases in the test.xml files this run's `bazel test` wrote
+# (tests/count_results.py: a skip is not a pass, a "needs root" skip as root
+# is a failure) and the fuzz targets. It is the last line of the output.
 #
 # The stages (issue 9), each followed by a "run_all: stage ... took N s" line:
+#   0. tests/checks/*.sh                       (source checks, one case each:
+#                                               format.sh, clang-format of
+#                                               every tracked C/C++ file;
+#                                               thread_safety.sh, clang-14
+#                                               -Wthread-safety -Werror of
+#                                               the annotated libraries;
+#                                               layering.sh, nothing outside
+#                                               daemon/ uses daemon/, and
+#                                               visibility enforces it)
 #   1. bazel test --config=asan //...          (builds every target under
 #                                               ASan + UBSan with gcc and
 #                                               -Werror, which is the compile
@@ -51,57 +63,47 @@ TSAN_TESTS=(
 # TSan build saw protobuf's TSan-only class layout, the library did not;
 # .bazelrc now hides __SANITIZE_THREAD__ from library headers.)
 
-# count LOGS LABEL...: test cases in the test.xml files under LOGS that
-# belong to the labels (//pkg:name, or //... for all): "passed failed".
-count() {
-  python3 - "$@" <<'PY'
-import glob, sys, xml.etree.ElementTree as ET
-logs, labels = sys.argv[1], sys.argv[2:]
-paths = set()
-for label in labels:
-    if not label.startswith("//"):
-        continue  # a flag
-    if label.endswith("..."):
-        pattern = logs + "/" + label[2:-3] + "**/test.xml"
-    else:
-        pattern = logs + "/" + label[2:].replace(":", "/") + "/test.xml"
-    paths.update(glob.glob(pattern, recursive=True))
-passed = failed = 0
-for path in sorted(paths):
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError:
-        failed += 1
-        continue
-    for case in root.iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
-            failed += 1
-        elif case.get("status", "run") != "notrun":
-            passed += 1
-print(passed, failed)
-PY
-}
-
 total_passed=0
 total_failed=0
+total_skipped=0
 overall=0
-# run_tests CONFIG TARGETS...: `bazel test` with --config=CONFIG (or none
-# for "plain"); adds its cases to the totals.
+# run_tests CONFIG QUERY BAZEL_ARGS...: `bazel test` with --config=CONFIG (or
+# none for "plain") and BAZEL_ARGS; adds to the totals the cases of the test
+# targets that `bazel query QUERY` lists, as this run left them
+# (tests/count_results.py). --nocache_test_results: every test runs now, none
+# is a result remembered from an earlier run or served by the disk cache.
 run_tests() {
   local config=()
   [ "$1" = plain ] || config=(--config="$1")
-  shift
-  bazel test "${config[@]}" "${LONG[@]}" --test_output=errors "$@"
+  local query=$2
+  shift 2
+  local labels
+  if ! labels=$(bazel query --noshow_progress "$query" 2>/dev/null); then
+    echo "run_all: bazel query '$query' failed"
+    total_failed=$((total_failed + 1))
+    overall=1
+    return
+  fi
+  local since
+  since=$(date +%s)
+  bazel test "${config[@]}" "${LONG[@]}" --nocache_test_results \
+    --test_output=errors "$@"
   local status=$?
   local logs
   logs=$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)
-  read -r passed failed < <(count "$logs" "$@")
-  # A target that failed without writing cases (crash, timeout) still counts.
-  if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
-  echo "run_all: ${config[*]:-plain}: ${passed} passed, ${failed} failed"
-  total_passed=$((total_passed + passed))
-  total_failed=$((total_failed + failed))
-  [ "$status" -eq 0 ] || overall=1
+  local counts
+  # shellcheck disable=SC2086
+  counts=$(python3 tests/count_results.py "$logs" "$since" $labels)
+  sed '$d' <<<"$counts"
+  read -r passed failed skipped < <(tail -1 <<<"$counts")
+  # A failed `bazel test` is a failure even if every case it counted passed.
+  if [ "$status" -ne 0 ] && [ "${failed:-0}" -eq 0 ]; then failed=1; fi
+  echo "run_all: ${config[*]:-plain}: ${passed:-0} passed, ${failed:-1}" \
+    "failed, ${skipped:-0} skipped"
+  total_passed=$((total_passed + ${passed:-0}))
+  total_failed=$((total_failed + ${failed:-1}))
+  total_skipped=$((total_skipped + ${skipped:-0}))
+  [ "$status" -eq 0 ] && [ "${failed:-1}" -eq 0 ] || overall=1
 }
 
 start=$SECONDS
@@ -111,14 +113,34 @@ stage() {
   start=$SECONDS
 }
 
+# run_check SCRIPT: one test case, passed when tests/checks/SCRIPT exits 0.
+run_check() {
+  if bash "tests/checks/$1"; then
+    echo "run_all: check $1 passed"
+    total_passed=$((total_passed + 1))
+  else
+    echo "run_all: check $1 FAILED"
+    total_failed=$((total_failed + 1))
+    overall=1
+  fi
+}
+
+run_check format.sh
+run_check thread_safety.sh
+run_check layering.sh
+stage checks
+
+# What `bazel test //...` runs: every test target but the manual ones.
+ALL_TESTS='tests(//...) except attr(tags, manual, tests(//...))'
+NO_ASAN="attr(tags, no_asan, $ALL_TESTS)"
 if [ "${NEFFD_ASAN:-1}" = 1 ]; then
-  run_tests asan --test_tag_filters=-no_asan //...
-  no_asan=$(bazel query 'attr(tags, no_asan, tests(//...))' 2>/dev/null)
+  run_tests asan "$ALL_TESTS except $NO_ASAN" --test_tag_filters=-no_asan //...
+  no_asan=$(bazel query "$NO_ASAN" 2>/dev/null)
   # shellcheck disable=SC2086
-  [ -z "$no_asan" ] || run_tests plain $no_asan
+  [ -z "$no_asan" ] || run_tests plain "$NO_ASAN" $no_asan
   figures=(--config=asan)
 else
-  run_tests plain //...
+  run_tests plain "$ALL_TESTS" //...
   figures=()
 fi
 # What docs/RELIABILITY.md quotes: each fault test's recorded figures.
@@ -126,7 +148,7 @@ python3 tests/faults/report.py \
   "$(bazel info "${figures[@]}" bazel-testlogs 2>/dev/null)"
 stage "tests (asan=${NEFFD_ASAN:-1})"
 if [ "${NEFFD_TSAN:-1}" = 1 ]; then
-  run_tests tsan "${TSAN_TESTS[@]}"
+  run_tests tsan "set(${TSAN_TESTS[*]})" "${TSAN_TESTS[@]}"
   stage tsan
 fi
 if [ "${NEFFD_FUZZ:-1}" = 1 ]; then
@@ -145,5 +167,5 @@ if [ "${NEFFD_FUZZ:-1}" = 1 ]; then
   [ "${failed:-1}" -eq 0 ] || overall=1
   stage fuzz
 fi
-echo "${total_passed} passed, ${total_failed} failed"
+echo "${total_passed} passed, ${total_failed} failed, ${total_skipped} skipped"
 exit "$overall"

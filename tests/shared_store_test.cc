@@ -18,14 +18,10 @@
 #include "gtest/gtest.h"
 #include "tests/harness/cluster.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TestName() {
-  return ::testing::UnitTest::GetInstance()->current_test_info()->name();
-}
 
 // Every OK line of every rank: key -> set of sha256s read.
 void CollectReads(Process& rank,
@@ -37,8 +33,7 @@ void CollectReads(Process& rank,
 }
 
 TEST(SharedStoreTest, FourHostsOfThirtyTwoRanksCompileEachOfSixtyFourKeysOnce) {
-  Cluster cluster(NewTempDir(TestName()),
-                  {"--lease_ttl=10", "--poll_interval=0.2"});
+  Cluster cluster(TestTempDir(), {"--lease_ttl=10", "--poll_interval=0.2"});
   constexpr int kHosts = 4, kRanks = 32, kGraphs = 64;
   for (int h = 0; h < kHosts; ++h) cluster.AddHost(absl::StrCat("host", h));
   const std::string log = cluster.root() + "/compiles.txt";
@@ -72,9 +67,8 @@ TEST(SharedStoreTest, FourHostsOfThirtyTwoRanksCompileEachOfSixtyFourKeysOnce) {
 
 TEST(SharedStoreTest, HostKilledMidCompileIsTakenOverAndCompiledOnceMore) {
   constexpr double kTtl = 3, kPoll = 0.5;
-  Cluster cluster(NewTempDir(TestName()),
-                  {absl::StrCat("--lease_ttl=", kTtl),
-                   absl::StrCat("--poll_interval=", kPoll)});
+  Cluster cluster(TestTempDir(), {absl::StrCat("--lease_ttl=", kTtl),
+                                  absl::StrCat("--poll_interval=", kPoll)});
   cluster.AddHost("hostA");
   cluster.AddHost("hostB");
   const std::string log = cluster.root() + "/compiles.txt";
@@ -107,7 +101,7 @@ TEST(SharedStoreTest, HostKilledMidCompileIsTakenOverAndCompiledOnceMore) {
 }
 
 TEST(SharedStoreTest, DamageBehindTheDaemonsIsNeverServedAndIsRecompiled) {
-  Cluster cluster(NewTempDir(TestName()), {"--poll_interval=0.2"});
+  Cluster cluster(TestTempDir(), {"--poll_interval=0.2"});
   cluster.AddHost("hostA");
   cluster.AddHost("hostB");
   const std::string log = cluster.root() + "/compiles.txt";
@@ -164,7 +158,7 @@ TEST(SharedStoreTest, DamageBehindTheDaemonsIsNeverServedAndIsRecompiled) {
 }
 
 TEST(SharedStoreTest, EachHostReadsAnEntryFromTheSharedStoreOnce) {
-  Cluster cluster(NewTempDir(TestName()), {"--poll_interval=0.2"});
+  Cluster cluster(TestTempDir(), {"--poll_interval=0.2"});
   cluster.AddHost("hostA");
   cluster.AddHost("hostB");
   constexpr int kGraphs = 4, kRanks = 16, kBytes = 256 << 10;
@@ -206,4 +200,4 @@ TEST(SharedStoreTest, EachHostReadsAnEntryFromTheSharedStoreOnce) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 std::vector<std::string> DaemonArgs(const std::string& root) {
@@ -95,4 +95,4 @@ TEST(TlsTest, HalfAKeyPairOrTlsOnAUnixSocketIsRefused) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -23,7 +23,7 @@
 #include "allocator/internal/mutex_lock.h"
 #include "allocator/segment_provider.h"
 
-namespace neffd::allocator::testing {
+namespace neffd::allocator::test_support {
 
 class FakeSegmentProvider : public SegmentProvider {
  public:
@@ -123,6 +123,6 @@ class FakeSegmentProvider : public SegmentProvider {
   std::vector<size_t> sizes_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace neffd::allocator::testing
+}  // namespace neffd::allocator::test_support
 
 #endif  // NEFFD_ALLOCATOR_TESTING_FAKE_SEGMENT_PROVIDER_H_

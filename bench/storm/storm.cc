@@ -153,7 +153,8 @@ uint64_t StatField(const std::string& json, const std::string& name) {
 }
 
 double CpuSeconds(pid_t pid) {
-  std::string stat = testing::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat =
+      test_support::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   size_t close = stat.rfind(')');
   if (close == std::string::npos) return 0;
   std::vector<std::string> f =
@@ -165,7 +166,7 @@ double CpuSeconds(pid_t pid) {
 // Bytes the process has passed through read(2) so far, from any file or
 // socket (/proc/<pid>/io rchar).
 uint64_t ReadChars(pid_t pid) {
-  std::string io = testing::ReadFile(absl::StrCat("/proc/", pid, "/io"));
+  std::string io = test_support::ReadFile(absl::StrCat("/proc/", pid, "/io"));
   size_t at = io.find("rchar: ");
   return at == std::string::npos ? 0 : std::stoull(io.substr(at + 7));
 }
@@ -305,7 +306,7 @@ Phase RunRanks(const Mode& mode, const std::string& root,
         "TORCH_NEURONX_DEBUG_DIR=" + root + "/debug", absl::StrCat("RANK=", r),
         "NEFFD_ADDRESS=" + address};
     procs.push_back(
-        Spawn({testing::Runfile("bench/storm/storm_rank"),
+        Spawn({test_support::Runfile("bench/storm/storm_rank"),
                "--mode=" + mode.kind, absl::StrCat("--graphs=", graphs),
                absl::StrCat("--compile_ms=", compile_ms),
                absl::StrCat("--jitter=", absl::GetFlag(FLAGS_jitter)),
@@ -381,16 +382,17 @@ Phase RunRanks(const Mode& mode, const std::string& root,
       phase.ok = false;
     }
   }
-  const std::string compile_log = testing::ReadFile(log);
+  const std::string compile_log = test_support::ReadFile(log);
   phase.compiles = std::count(compile_log.begin(), compile_log.end(), '\n');
   return phase;
 }
 
-std::unique_ptr<testing::DaemonProcess> StartDaemon(const std::string& root) {
+std::unique_ptr<test_support::DaemonProcess> StartDaemon(
+    const std::string& root) {
   std::vector<std::string> flags = absl::StrSplit(
       absl::GetFlag(FLAGS_daemon_flags), ' ', absl::SkipWhitespace());
   // Info level: the daemon logs when it answered each key's waiters.
-  auto daemon = std::make_unique<testing::DaemonProcess>(
+  auto daemon = std::make_unique<test_support::DaemonProcess>(
       root, flags, std::vector<std::string>{"TORCH_NEURONX_LOG_LEVEL=2"});
   if (!daemon->Start()) {
     std::fprintf(stderr, "neffd did not start\n");
@@ -407,10 +409,10 @@ struct DaemonFigures {
   uint64_t read_chars = 0;
 };
 
-DaemonFigures ReadDaemonFigures(testing::DaemonProcess& daemon) {
-  testing::CommandResult stats =
-      testing::RunCommand({testing::Runfile("client/neffctl"),
-                           "--address=" + daemon.address(), "--json", "stats"});
+DaemonFigures ReadDaemonFigures(test_support::DaemonProcess& daemon) {
+  test_support::CommandResult stats = test_support::RunCommand(
+      {test_support::Runfile("client/neffctl"), "--address=" + daemon.address(),
+       "--json", "stats"});
   DaemonFigures figures;
   figures.store_metadata_ops = StatField(stats.out, "store_metadata_ops");
   figures.tier_filled_bytes = StatField(stats.out, "local_tier_filled_bytes");
@@ -476,7 +478,7 @@ bool RunMode(const Mode& mode) {
   std::filesystem::create_directories(root + "/neff");
   setenv("TEST_TMPDIR", root.c_str(), 1);
   const bool with_daemon = mode.kind == "daemon";
-  std::unique_ptr<testing::DaemonProcess> daemon;
+  std::unique_ptr<test_support::DaemonProcess> daemon;
   if (with_daemon && !(daemon = StartDaemon(root))) return false;
   auto address = [&] {
     return daemon ? daemon->address() : "unix:" + root + "/none";

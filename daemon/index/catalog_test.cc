@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "store/digest.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -17,9 +18,7 @@ namespace {
 class CatalogTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    root_ = std::string(tmp != nullptr ? tmp : "/tmp") + "/catalog_test";
-    std::filesystem::remove_all(root_);
+    root_ = test_support::TestTempDir("catalog_");
     StoreOptions options;
     options.host_id = "test";
     options.root = root_ + "/neff";

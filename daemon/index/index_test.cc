@@ -7,17 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string FreshDir(const std::string& name) {
-  std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-  fs::remove_all(dir);
-  return dir;
-}
+using test_support::NewTempDir;
 
 v1::IndexRecord Record(const std::string& path, uint64_t size) {
   v1::IndexRecord r;
@@ -28,7 +25,7 @@ v1::IndexRecord Record(const std::string& path, uint64_t size) {
 }
 
 TEST(IndexTest, RecordsAndTotalsSurviveReopen) {
-  const std::string dir = FreshDir("reopen");
+  const std::string dir = NewTempDir("reopen");
   EntryKey a = *EntryKey::Parse("neff", "1", "a");
   EntryKey b = *EntryKey::Parse("hlo", "1", "a");
   {
@@ -63,7 +60,7 @@ std::string Describe(const std::vector<Index::VersionTotals>& versions) {
 }
 
 TEST(IndexTest, VersionTotalsFollowPutsAndDeletesAndSurviveReopen) {
-  const std::string dir = FreshDir("versions");
+  const std::string dir = NewTempDir("versions");
   {
     auto index = *Index::Open(dir);
     ASSERT_TRUE(
@@ -88,7 +85,7 @@ TEST(IndexTest, VersionTotalsFollowPutsAndDeletesAndSurviveReopen) {
 }
 
 TEST(IndexTest, PutAllKeepsTheTotalsOfEveryGroup) {
-  const std::string dir = FreshDir("putall");
+  const std::string dir = NewTempDir("putall");
   auto index = *Index::Open(dir);
   ASSERT_TRUE(
       index->Put(*EntryKey::Parse("neff", "1", "a"), Record("/a", 4)).ok());
@@ -105,7 +102,7 @@ TEST(IndexTest, PutAllKeepsTheTotalsOfEveryGroup) {
 }
 
 TEST(IndexTest, IndexWithoutVersionTotalsGetsThemOnOpen) {
-  const std::string dir = FreshDir("upgrade");
+  const std::string dir = NewTempDir("upgrade");
   {
     auto index = *Index::Open(dir);
     ASSERT_TRUE(
@@ -126,7 +123,7 @@ TEST(IndexTest, IndexWithoutVersionTotalsGetsThemOnOpen) {
 }
 
 TEST(IndexTest, ForEachAfterResumesAfterTheGivenEntry) {
-  const std::string dir = FreshDir("after");
+  const std::string dir = NewTempDir("after");
   auto index = *Index::Open(dir);
   for (const char* key : {"a", "b", "c"}) {
     ASSERT_TRUE(
@@ -142,7 +139,7 @@ TEST(IndexTest, ForEachAfterResumesAfterTheGivenEntry) {
 }
 
 TEST(IndexTest, CorruptIndexIsMovedAsideAndStartsEmpty) {
-  const std::string dir = FreshDir("corrupt");
+  const std::string dir = NewTempDir("corrupt");
   {
     auto index = *Index::Open(dir);
     ASSERT_TRUE(

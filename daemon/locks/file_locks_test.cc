@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "store/counting_env.h"
 #include "store/file_util.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -23,10 +24,7 @@ namespace fs = std::filesystem;
 class FileLocksTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = absl::StrCat(
-        getenv("TEST_TMPDIR"), "/",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
+    root_ = test_support::TestTempDir();
     a_ = Host("hostA");
     b_ = Host("hostB");
   }

@@ -13,6 +13,7 @@
 #include "daemon/locks/file_locks.h"
 #include "gtest/gtest.h"
 #include "store/testing/manual_clock_env.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -31,10 +32,7 @@ class FakeLiveness : public Liveness {
 class LockTableTest : public ::testing::Test {
  protected:
   LockTableTest() {
-    locks_dir_ = absl::StrCat(
-        getenv("TEST_TMPDIR"), "/locks_",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(locks_dir_);
+    locks_dir_ = test_support::TestTempDir("locks_");
     FileLocksOptions files;
     files.locks_dir = locks_dir_;
     files.shared = false;

@@ -13,11 +13,11 @@
 namespace neffd::remote {
 namespace {
 
-using ::neffd::testing::LoopbackServer;
+using ::neffd::test_support::LoopbackServer;
 
 // Nothing in the environment: no keys, no home, no reachable metadata.
 Environment EmptyEnvironment() {
-  return {{"HOME", testing::NewTempDir("home")},
+  return {{"HOME", test_support::NewTempDir("home")},
           {"AWS_EC2_METADATA_DISABLED", "true"}};
 }
 
@@ -25,7 +25,8 @@ class CredentialsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<LoopbackServer>> server =
-        testing::StartS3Server(testing::NewTempDir("s3rver"), kTestBucket);
+        test_support::StartS3Server(test_support::NewTempDir("s3rver"),
+                                    kTestBucket);
     ASSERT_TRUE(server.ok()) << server.status();
     s3_ = *std::move(server);
   }
@@ -43,8 +44,8 @@ class CredentialsTest : public ::testing::Test {
 
 TEST_F(CredentialsTest, FromEnvironment) {
   Environment env = EmptyEnvironment();
-  env["AWS_ACCESS_KEY_ID"] = testing::kS3AccessKeyId;
-  env["AWS_SECRET_ACCESS_KEY"] = testing::kS3SecretAccessKey;
+  env["AWS_ACCESS_KEY_ID"] = test_support::kS3AccessKeyId;
+  env["AWS_SECRET_ACCESS_KEY"] = test_support::kS3SecretAccessKey;
   env["AWS_SESSION_TOKEN"] = "env-token";
   CredentialsProvider provider({env});
 
@@ -58,18 +59,19 @@ TEST_F(CredentialsTest, FromEnvironment) {
 }
 
 TEST_F(CredentialsTest, FromSharedFileWithProfile) {
-  const std::string path = testing::NewTempDir("aws") + "/credentials";
-  testing::WriteFile(path, absl::StrCat("# comment\n"
-                                        "[default]\n"
-                                        "aws_access_key_id = AKIDDEFAULT\n"
-                                        "aws_secret_access_key = wrong\n"
-                                        "\n"
-                                        "[neffd]\n"
-                                        "aws_access_key_id = ",
-                                        testing::kS3AccessKeyId,
-                                        "\n"
-                                        "aws_secret_access_key = ",
-                                        testing::kS3SecretAccessKey, "\n"));
+  const std::string path = test_support::NewTempDir("aws") + "/credentials";
+  test_support::WriteFile(path,
+                          absl::StrCat("# comment\n"
+                                       "[default]\n"
+                                       "aws_access_key_id = AKIDDEFAULT\n"
+                                       "aws_secret_access_key = wrong\n"
+                                       "\n"
+                                       "[neffd]\n"
+                                       "aws_access_key_id = ",
+                                       test_support::kS3AccessKeyId,
+                                       "\n"
+                                       "aws_secret_access_key = ",
+                                       test_support::kS3SecretAccessKey, "\n"));
   Environment env = EmptyEnvironment();
   env["AWS_SHARED_CREDENTIALS_FILE"] = path;
   env["AWS_PROFILE"] = "neffd";
@@ -78,7 +80,7 @@ TEST_F(CredentialsTest, FromSharedFileWithProfile) {
   absl::StatusOr<AwsCredentials> credentials = provider.Get();
 
   ASSERT_TRUE(credentials.ok()) << credentials.status();
-  EXPECT_EQ(credentials->access_key_id, testing::kS3AccessKeyId);
+  EXPECT_EQ(credentials->access_key_id, test_support::kS3AccessKeyId);
   EXPECT_EQ(credentials->source,
             absl::StrCat("credentials file ", path, " [neffd]"));
   ExpectAcceptedByS3(provider);
@@ -91,10 +93,10 @@ TEST_F(CredentialsTest, FromSharedFileWithProfile) {
 
 TEST_F(CredentialsTest, FileUnderHomeIsFound) {
   Environment env = EmptyEnvironment();
-  testing::NewTempDir("home/.aws");
-  testing::WriteFile(env["HOME"] + "/.aws/credentials",
-                     "[default]\naws_access_key_id=A\n"
-                     "aws_secret_access_key=S\n");
+  test_support::NewTempDir("home/.aws");
+  test_support::WriteFile(env["HOME"] + "/.aws/credentials",
+                          "[default]\naws_access_key_id=A\n"
+                          "aws_secret_access_key=S\n");
 
   absl::StatusOr<AwsCredentials> credentials = CredentialsProvider({env}).Get();
 
@@ -104,9 +106,10 @@ TEST_F(CredentialsTest, FileUnderHomeIsFound) {
 
 TEST_F(CredentialsTest, FromInstanceMetadataAndRefreshedBeforeExpiry) {
   absl::StatusOr<std::unique_ptr<LoopbackServer>> imds =
-      testing::StartImdsServer(testing::kS3AccessKeyId,
-                               testing::kS3SecretAccessKey, "neffd-role",
-                               /*lifetime_seconds=*/3600);
+      test_support::StartImdsServer(test_support::kS3AccessKeyId,
+                                    test_support::kS3SecretAccessKey,
+                                    "neffd-role",
+                                    /*lifetime_seconds=*/3600);
   ASSERT_TRUE(imds.ok()) << imds.status();
   Environment env = EmptyEnvironment();
   env.erase("AWS_EC2_METADATA_DISABLED");
@@ -143,7 +146,7 @@ TEST_F(CredentialsTest, FromInstanceMetadataAndRefreshedBeforeExpiry) {
 
 TEST_F(CredentialsTest, UnreachableMetadataServiceFailsFastAfterwards) {
   absl::StatusOr<std::unique_ptr<LoopbackServer>> imds =
-      testing::StartImdsServer("A", "S", "role", 3600);
+      test_support::StartImdsServer("A", "S", "role", 3600);
   ASSERT_TRUE(imds.ok()) << imds.status();
   Environment env = EmptyEnvironment();
   env.erase("AWS_EC2_METADATA_DISABLED");
@@ -168,8 +171,8 @@ TEST(CredentialsErrorsTest, NamesWhatIsMissing) {
   Environment only_id = EmptyEnvironment();
   only_id["AWS_ACCESS_KEY_ID"] = "A";
   Environment bad_profile = EmptyEnvironment();
-  const std::string path = testing::NewTempDir("aws2") + "/credentials";
-  testing::WriteFile(path, "[default]\naws_access_key_id=A\n");
+  const std::string path = test_support::NewTempDir("aws2") + "/credentials";
+  test_support::WriteFile(path, "[default]\naws_access_key_id=A\n");
   bad_profile["AWS_SHARED_CREDENTIALS_FILE"] = path;
   Environment no_secret = bad_profile;
   bad_profile["AWS_PROFILE"] = "missing";

@@ -36,13 +36,14 @@ extern "C" const char* __asan_default_options() {
 namespace neffd::remote {
 namespace {
 
-using ::neffd::testing::LoopbackServer;
+using ::neffd::test_support::LoopbackServer;
 
 class S3ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<LoopbackServer>> server =
-        testing::StartS3Server(testing::NewTempDir("s3rver"), kTestBucket);
+        test_support::StartS3Server(test_support::NewTempDir("s3rver"),
+                                    kTestBucket);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -218,7 +219,7 @@ TEST_F(S3ClientTest, LargeObjectGoesMultipartAndStreamsInBoundedMemory) {
   options.multipart_threshold = 16 << 20;
   options.deadlines.total = absl::Minutes(2);
   std::unique_ptr<S3Client> client = Client(options);
-  const std::string dir = testing::NewTempDir("large");
+  const std::string dir = test_support::NewTempDir("large");
   int source = open((dir + "/source").c_str(), O_RDWR | O_CREAT, 0644);
   int target = open((dir + "/target").c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(source, 0);

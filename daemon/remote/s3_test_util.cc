@@ -11,13 +11,13 @@
 namespace neffd::remote {
 
 Environment TestServerEnvironment() {
-  return {{"AWS_ACCESS_KEY_ID", testing::kS3AccessKeyId},
-          {"AWS_SECRET_ACCESS_KEY", testing::kS3SecretAccessKey},
+  return {{"AWS_ACCESS_KEY_ID", test_support::kS3AccessKeyId},
+          {"AWS_SECRET_ACCESS_KEY", test_support::kS3SecretAccessKey},
           {"HOME", "/nonexistent"},
           {"AWS_EC2_METADATA_DISABLED", "true"}};
 }
 
-std::unique_ptr<S3Client> ClientFor(const testing::LoopbackServer& server,
+std::unique_ptr<S3Client> ClientFor(const test_support::LoopbackServer& server,
                                     CredentialsProvider* credentials,
                                     S3ClientOptions options) {
   options.endpoint = server.url();

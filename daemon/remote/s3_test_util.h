@@ -25,7 +25,7 @@ Environment TestServerEnvironment();
 
 // A client of `server`'s kTestBucket; `options` supplies everything but the
 // endpoint and bucket.
-std::unique_ptr<S3Client> ClientFor(const testing::LoopbackServer& server,
+std::unique_ptr<S3Client> ClientFor(const test_support::LoopbackServer& server,
                                     CredentialsProvider* credentials,
                                     S3ClientOptions options = {});
 

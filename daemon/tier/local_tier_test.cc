@@ -13,6 +13,7 @@
 #include "store/digest.h"
 #include "store/file_util.h"
 #include "store/testing/manual_clock_env.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -22,10 +23,7 @@ namespace fs = std::filesystem;
 class LocalTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = absl::StrCat(
-        getenv("TEST_TMPDIR"), "/",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
+    root_ = test_support::TestTempDir();
     fs::create_directories(root_ + "/shared");
   }
 

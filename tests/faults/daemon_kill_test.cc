@@ -21,7 +21,7 @@
 #include "tests/harness/process.h"
 #include "tests/rank_fleet.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr int kRanks = 32;
@@ -118,4 +118,4 @@ TEST(DaemonKillTest, RanksFinishNothingTornEveryReadEntryStaysAHit) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

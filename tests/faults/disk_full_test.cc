@@ -15,7 +15,7 @@
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -62,11 +62,7 @@ class DiskFullTest : public ::testing::Test {
     if (mounted_) umount2(store_.c_str(), MNT_DETACH);
   }
 
-  v1::Lease Grant(const std::string& key) {
-    v1::LockResponse r = LockKey(*stub_, key, getpid());
-    EXPECT_EQ(r.outcome(), v1::LockResponse::GRANTED);
-    return r.lease();
-  }
+  v1::Lease Grant(const std::string& key) { return GrantLease(*stub_, key); }
 
   std::string root_, store_;
   bool mounted_ = false;
@@ -125,4 +121,4 @@ TEST_F(DiskFullTest, PublishFailsCleanlyAndRecoversWhenSpaceReturns) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

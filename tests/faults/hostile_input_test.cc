@@ -26,7 +26,7 @@
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -352,4 +352,4 @@ TEST_F(HostileInputTest, TenThousandHostileRequestsGetAStatusAndChangeNothing) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -16,7 +16,7 @@
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -91,4 +91,4 @@ INSTANTIATE_TEST_SUITE_P(Damage, IndexLossTest,
                                            "killed_then_corrupt"));
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

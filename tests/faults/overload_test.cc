@@ -21,7 +21,7 @@
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr int kWaiters = 2000;
@@ -383,4 +383,4 @@ TEST_F(OverloadTest, LeasesBeyondThePerProcessLimitAreRefusedNotHung) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -13,7 +13,7 @@
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 // The lease id lock_holder printed ("GRANTED <id>"), waiting up to 30 s.
@@ -92,4 +92,4 @@ TEST(StoppedHolderTest, KilledHolderIsReplacedAndItsLeaseIsDead) {
 }
 
 }  // namespace
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

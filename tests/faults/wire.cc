@@ -10,10 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
 #include "store/digest.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 v1::EntryId Id(const std::string& ns, const std::string& version,
                const std::string& key) {
@@ -37,6 +38,14 @@ v1::LockResponse LockKey(v1::CompileCache::Stub& stub, const std::string& key,
   grpc::Status s = stub.Lock(&context, request, &response);
   if (status != nullptr) *status = s;
   return response;
+}
+
+v1::Lease GrantLease(v1::CompileCache::Stub& stub, const std::string& key) {
+  grpc::Status status;
+  v1::LockResponse response = LockKey(stub, key, getpid(), 30, &status);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.outcome(), v1::LockResponse::GRANTED);
+  return response.lease();
 }
 
 grpc::Status PublishStaged(v1::CompileCache::Stub& stub, const v1::Lease& lease,
@@ -98,4 +107,4 @@ long RssKib(pid_t pid) {
 
 bool CanMount() { return geteuid() == 0; }
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -15,7 +15,7 @@
 #include "grpcpp/support/status.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 v1::EntryId Id(const std::string& ns, const std::string& version,
                const std::string& key);
@@ -25,6 +25,10 @@ v1::EntryId Id(const std::string& ns, const std::string& version,
 v1::LockResponse LockKey(v1::CompileCache::Stub& stub, const std::string& key,
                          int64_t pid, int wait_seconds = 30,
                          grpc::Status* status = nullptr);
+
+// LockKey for this process; the calling test case fails unless the call
+// succeeds and the lease is granted.
+v1::Lease GrantLease(v1::CompileCache::Stub& stub, const std::string& key);
 
 // Writes `content` into the lease's staging dir and publishes it.
 grpc::Status PublishStaged(v1::CompileCache::Stub& stub, const v1::Lease& lease,
@@ -42,9 +46,12 @@ int CountFds(pid_t pid);
 // Resident memory of `pid` in KiB (VmRSS), -1 if unknown.
 long RssKib(pid_t pid);
 
-// True if the process may mount filesystems (root in CI).
+// True if the process may mount filesystems (root in CI). A test that
+// skips without it says "needs root" in its GTEST_SKIP message:
+// tests/count_results.py counts such a skip as a failure when the run is
+// root's, since there the test should have run.
 bool CanMount();
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
 #endif  // NEFFD_TESTS_FAULTS_WIRE_H_

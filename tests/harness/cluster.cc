@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 Cluster::Cluster(std::string root, std::vector<std::string> flags)
     : root_(std::move(root)), flags_(std::move(flags)) {}
@@ -47,4 +47,4 @@ std::vector<std::string> ReadLines(const std::string& path) {
   return absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty());
 }
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -14,7 +14,7 @@
 
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 class Cluster {
  public:
@@ -47,6 +47,6 @@ class Cluster {
 // Lines of a file (an empty file has none).
 std::vector<std::string> ReadLines(const std::string &path);
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
 #endif  // NEFFD_TESTS_HARNESS_CLUSTER_H_

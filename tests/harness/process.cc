@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -26,7 +25,7 @@
 
 extern char** environ;
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 std::string TmpRoot() {
@@ -73,13 +72,6 @@ std::string Runfile(const std::string& path) {
   const char* workspace = getenv("TEST_WORKSPACE");
   return absl::StrCat(srcdir ? srcdir : ".", "/",
                       workspace ? workspace : "neffd", "/", path);
-}
-
-std::string NewTempDir(const std::string& name) {
-  std::string dir = absl::StrCat(TmpRoot(), "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 std::string ReadFile(const std::string& path) {
@@ -254,4 +246,4 @@ std::unique_ptr<v1::CompileCache::Stub> DaemonProcess::NewStub() const {
       grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
 }
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

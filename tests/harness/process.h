@@ -18,14 +18,12 @@
 
 #include "absl/status/status.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
+#include "tests/harness/temp_dir.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 // Absolute path of a file in this test's runfiles, e.g. "daemon/neffd".
 std::string Runfile(const std::string& path);
-
-// A fresh, empty directory under TEST_TMPDIR.
-std::string NewTempDir(const std::string& name);
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);
@@ -115,6 +113,6 @@ class DaemonProcess {
   std::unique_ptr<Process> process_;
 };
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
 #endif  // NEFFD_TESTS_HARNESS_PROCESS_H_

@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 namespace {
 
 constexpr char kListening[] = "listening ";
@@ -88,4 +88,4 @@ absl::StatusOr<std::unique_ptr<LoopbackServer>> StartImdsServer(
        access_key_id, secret_access_key, role, absl::StrCat(lifetime_seconds)});
 }
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support

@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "tests/harness/process.h"
 
-namespace neffd::testing {
+namespace neffd::test_support {
 
 inline constexpr char kS3AccessKeyId[] = "S3RVER";
 inline constexpr char kS3SecretAccessKey[] = "S3RVER";
@@ -66,6 +66,6 @@ absl::StatusOr<std::unique_ptr<LoopbackServer>> StartImdsServer(
     const std::string& access_key_id, const std::string& secret_access_key,
     const std::string& role, int lifetime_seconds);
 
-}  // namespace neffd::testing
+}  // namespace neffd::test_support
 
 #endif  // NEFFD_TESTS_HARNESS_SERVERS_H_
