@@ -119,8 +119,9 @@ std::vector<std::string> CompileArgv(const std::string& compiler,
 
 std::string NewInput(const Setup& s, const std::string& name) {
   const std::string path = absl::StrCat(s.root, "/", name, ".hlo_module.pb");
-  test_support::WriteFile(path, absl::StrCat("HloModule ", name, " ", getpid(), " ",
-                                        absl::ToUnixNanos(absl::Now())));
+  test_support::WriteFile(path,
+                          absl::StrCat("HloModule ", name, " ", getpid(), " ",
+                                       absl::ToUnixNanos(absl::Now())));
   return path;
 }
 
@@ -173,8 +174,8 @@ int Main(int argc, char** argv) {
   s.neffcc = s.root + "/mask/neuronx-cc";
   s.compiler = test_support::Runfile("tests/fake_neuronx_cc");
   if (mkdir((s.root + "/mask").c_str(), 0755) != 0 ||
-      symlink(test_support::Runfile("client/neffcc").c_str(), s.neffcc.c_str()) !=
-          0) {
+      symlink(test_support::Runfile("client/neffcc").c_str(),
+              s.neffcc.c_str()) != 0) {
     std::perror("creating the masquerade directory");
     return 1;
   }
