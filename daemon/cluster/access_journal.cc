@@ -1,7 +1,5 @@
 #include "daemon/cluster/access_journal.h"
 
-#include <dirent.h>
-
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -16,10 +14,6 @@ constexpr char kJournalDir[] = ".access";
 // A journal holds one short line per entry; this bounds what a damaged or
 // foreign file can make the evictor read.
 constexpr size_t kMaxJournalBytes = 64 << 20;
-
-void Count(std::atomic<uint64_t>* ops, int n) {
-  if (ops != nullptr) *ops += n;
-}
 
 }  // namespace
 
@@ -72,39 +66,28 @@ absl::Status AccessJournal::Flush(absl::Time now, bool force) {
   const std::string dir = absl::StrCat(options_.root, "/", kJournalDir);
   // A rewrite is two metadata operations (create the temp file, rename it
   // over the journal); the directory is made only the first time.
-  Count(options_.shared_ops, 2);
   absl::Status written =
       WriteFileAtomically(dir, options_.host_id, text, options_.host_id,
-                          /*durable=*/false);
+                          /*durable=*/false, options_.env);
   if (!absl::IsNotFound(written)) return written;
-  Count(options_.shared_ops, 3);
-  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(dir, 0755, options_.env); !s.ok()) return s;
   return WriteFileAtomically(dir, options_.host_id, text, options_.host_id,
-                             /*durable=*/false);
+                             /*durable=*/false, options_.env);
 }
 
 LastUses AccessJournal::ReadAll(const std::string& root,
                                 const std::string& self, uint64_t* journals,
-                                std::atomic<uint64_t>* shared_ops) {
+                                Env* env) {
   LastUses merged;
   *journals = 0;
   const std::string dir = absl::StrCat(root, "/", kJournalDir);
-  Count(shared_ops, 1);
-  DIR* listing = opendir(dir.c_str());
-  if (listing == nullptr) return merged;  // no host has written one yet
-  std::vector<std::string> hosts;
-  while (struct dirent* e = readdir(listing)) {
-    const std::string name = e->d_name;
+  absl::StatusOr<std::vector<std::string>> names = env->ListDir(dir);
+  if (!names.ok()) return merged;  // no host has written one yet
+  for (const std::string& host : *names) {
     // Temp files of a rewrite in progress start with '.'.
-    if (!name.empty() && name[0] != '.' && name != self) {
-      hosts.push_back(name);
-    }
-  }
-  closedir(listing);
-  for (const std::string& host : hosts) {
-    Count(shared_ops, 1);
+    if (host.empty() || host[0] == '.' || host == self) continue;
     absl::StatusOr<std::string> text =
-        ReadSmallFile(absl::StrCat(dir, "/", host), kMaxJournalBytes);
+        ReadSmallFile(absl::StrCat(dir, "/", host), kMaxJournalBytes, env);
     if (!text.ok()) continue;  // replaced or removed meanwhile
     ++*journals;
     for (absl::string_view line : absl::StrSplit(*text, '\n')) {

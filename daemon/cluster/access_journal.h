@@ -29,7 +29,6 @@
 #ifndef NEFFD_DAEMON_CLUSTER_ACCESS_JOURNAL_H_
 #define NEFFD_DAEMON_CLUSTER_ACCESS_JOURNAL_H_
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -40,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -52,8 +52,9 @@ struct AccessJournalOptions {
   absl::Duration horizon = absl::Hours(24 * 14);
   // How often the Catalog hands over access times (Note's caller).
   absl::Duration catalog_flush = absl::Seconds(10);
-  // Counts metadata operations on the shared store (may be null).
-  std::atomic<uint64_t>* shared_ops = nullptr;
+  // The shared store's filesystem; not owned. The daemon passes the
+  // CountingEnv whose calls it reports as store metadata operations.
+  Env* env = Env::Default();
 };
 
 // The latest use of each entry on any host, by "{compiler_version}/{key}".
@@ -75,10 +76,10 @@ class AccessJournal {
   std::string path() const;
 
   // Every other host's journal under `root` (not `self`'s: a host knows
-  // its own uses exactly), merged; `journals` is set to the number read.
+  // its own uses exactly), read through `env` and merged; `journals` is set
+  // to the number read.
   static LastUses ReadAll(const std::string& root, const std::string& self,
-                          uint64_t* journals,
-                          std::atomic<uint64_t>* shared_ops);
+                          uint64_t* journals, Env* env);
   // The LastUses key of `id`.
   static std::string KeyOf(const EntryKey& id);
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "store/counting_env.h"
 
 namespace neffd {
 namespace {
@@ -25,7 +26,7 @@ class AccessJournalTest : public ::testing::Test {
     options.host_id = host;
     options.grain = absl::Minutes(10);
     options.min_spacing = absl::Seconds(10);
-    options.shared_ops = &ops_;
+    options.env = &shared_;
     return std::make_unique<AccessJournal>(options);
   }
 
@@ -35,11 +36,11 @@ class AccessJournalTest : public ::testing::Test {
   }
 
   LastUses ReadAll(uint64_t* journals) {
-    return AccessJournal::ReadAll(root_, "evictor", journals, &ops_);
+    return AccessJournal::ReadAll(root_, "evictor", journals, &shared_);
   }
 
   std::string root_;
-  std::atomic<uint64_t> ops_{0};
+  CountingEnv shared_{Env::Default()};
   const absl::Time t0_ = absl::FromUnixSeconds(1'800'000'000);
 };
 
@@ -64,11 +65,11 @@ TEST_F(AccessJournalTest, RewritesOnlyForNewsAndAtMostOncePerSpacing) {
   auto a = Journal("a");
   a->Note(Served("k1", t0_));
   ASSERT_TRUE(a->Flush(t0_).ok());
-  const uint64_t after_first = ops_;
+  const uint64_t after_first = shared_.metadata_ops();
   // Uses within the grain are not news: nothing is written.
   a->Note(Served("k1", t0_ + absl::Minutes(5)));
   ASSERT_TRUE(a->Flush(t0_ + absl::Minutes(5)).ok());
-  EXPECT_EQ(ops_, after_first);
+  EXPECT_EQ(shared_.metadata_ops(), after_first);
   // News is written at once, but at most once per spacing.
   a->Note(Served("k2", t0_ + absl::Minutes(5)));
   ASSERT_TRUE(a->Flush(t0_ + absl::Minutes(5)).ok());

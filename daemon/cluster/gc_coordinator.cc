@@ -1,8 +1,8 @@
 #include "daemon/cluster/gc_coordinator.h"
 
-#include <random>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -27,8 +27,8 @@ EntryKey StoreKey(Namespace ns) {
 }
 
 std::string NewLeaseId() {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return absl::StrFormat("gc-%016x", rng());
+  thread_local absl::BitGen bits;
+  return absl::StrFormat("gc-%016x", absl::Uniform<uint64_t>(bits));
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ GcCoordinator::GcCoordinator(GcCoordinatorOptions options, Catalog* catalog,
     journal.grain = options_.journal_grain;
     journal.min_spacing = options_.journal_min_spacing;
     journal.catalog_flush = options_.access_flush_period;
-    journal.shared_ops = options_.shared_ops;
+    journal.env = options_.shared_env;
     (ns == Namespace::kNeff ? neff_journal_ : hlo_journal_) =
         std::make_unique<AccessJournal>(std::move(journal));
   }
@@ -145,7 +145,7 @@ absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
   GcScope scope;
   scope.last_uses =
       AccessJournal::ReadAll(catalog_->StoreFor(ns).root(), options_.host_id,
-                             &scope.journals_read, options_.shared_ops);
+                             &scope.journals_read, options_.shared_env);
   scope.lag = JournalFor(ns).lag();
   scope.grain = options_.journal_grain;
   scope.lease_host = options_.host_id;

@@ -24,7 +24,6 @@
 #ifndef NEFFD_DAEMON_CLUSTER_GC_COORDINATOR_H_
 #define NEFFD_DAEMON_CLUSTER_GC_COORDINATOR_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,11 +58,8 @@ struct GcCoordinatorOptions {
   absl::Duration journal_min_spacing = absl::Seconds(10);
   // How often the Catalog flushes access times (Catalog::FlushAccessTimes).
   absl::Duration access_flush_period = absl::Seconds(10);
-  // Counts the access journals' metadata operations on the shared store
-  // (may be null).
-  std::atomic<uint64_t>* shared_ops = nullptr;
-  // The shared store's filesystem for the gc lease file; not owned. The
-  // daemon passes the CountingEnv its entry leases use.
+  // The shared store's filesystem (lease and journals); not owned. The
+  // daemon passes the CountingEnv it reports store metadata operations of.
   Env* shared_env = Env::Default();
 };
 

@@ -231,10 +231,9 @@ struct Daemon::Parts {
   std::unique_ptr<Catalog> catalog;
   std::unique_ptr<LocalTier> tier;
   std::unique_ptr<Liveness> liveness;
-  // The lease files' calls on the shared store, counted for the stats.
+  // The lease files' and access journals' calls on the shared store,
+  // counted for the stats.
   std::unique_ptr<CountingEnv> lease_env;
-  // The access journals' calls on the shared store (daemon/cluster).
-  std::atomic<uint64_t> journal_ops{0};
   std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
   std::unique_ptr<Publisher> publisher;
@@ -354,7 +353,7 @@ void Daemon::Parts::BuildServices() {
   service_options.max_inline_bytes = options.max_inline_bytes;
   service_options.shared_ops = [this] {
     return neff_store->metadata_ops() + hlo_store->metadata_ops() +
-           lease_env->metadata_ops() + journal_ops.load();
+           lease_env->metadata_ops();
   };
   service = std::make_unique<CompileCacheService>(
       service_options, catalog.get(), locks.get(), tier.get(), publisher.get(),
@@ -383,7 +382,6 @@ void Daemon::Parts::BuildServices() {
   gc_options.journal_grain = options.access_journal_grain;
   gc_options.journal_min_spacing = options.access_journal_spacing;
   gc_options.access_flush_period = kAccessFlushInterval;
-  gc_options.shared_ops = &journal_ops;
   gc_options.shared_env = lease_env.get();
   gc = std::make_unique<GcCoordinator>(gc_options, catalog.get(),
                                        maintenance.get());
