@@ -50,13 +50,27 @@ bool AwaitTrue(const std::function<bool()>& done, absl::Duration limit) {
   return done();
 }
 
+// Bytes of the artifacts in the shared neff store. The daemons' gc renames
+// and deletes entries while this walks: a file gone before it is measured
+// counts nothing, and a walk that loses its place starts over (stopping
+// early would undercount).
 uint64_t StoreBytes(const Cluster& cluster) {
-  uint64_t total = 0;
-  for (const auto& f :
-       fs::recursive_directory_iterator(cluster.shared_neff())) {
-    if (f.path().filename() == "model.neff") total += f.file_size();
+  std::error_code walk;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    uint64_t total = 0;
+    walk.clear();
+    for (fs::recursive_directory_iterator it(cluster.shared_neff(), walk), end;
+         !walk && it != end; it.increment(walk)) {
+      if (it->path().filename() != "model.neff") continue;
+      std::error_code gone;
+      const uint64_t size = fs::file_size(it->path(), gone);
+      if (!gone) total += size;
+    }
+    if (!walk) return total;
   }
-  return total;
+  ADD_FAILURE() << "cannot walk " << cluster.shared_neff() << ": "
+                << walk.message();
+  return 0;
 }
 
 CommandResult Ctl(DaemonProcess& host, std::vector<std::string> args) {
