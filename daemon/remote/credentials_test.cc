@@ -21,25 +21,15 @@ Environment EmptyEnvironment() {
           {"AWS_EC2_METADATA_DISABLED", "true"}};
 }
 
-class CredentialsTest : public ::testing::Test {
+class CredentialsTest : public WithS3Server {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<LoopbackServer>> server =
-        test_support::StartS3Server(test_support::NewTempDir("s3rver"),
-                                    kTestBucket);
-    ASSERT_TRUE(server.ok()) << server.status();
-    s3_ = *std::move(server);
-  }
-
   // A request signed with `provider`'s credentials goes through.
   void ExpectAcceptedByS3(CredentialsProvider& provider) {
-    std::unique_ptr<S3Client> client = ClientFor(*s3_, &provider);
+    std::unique_ptr<S3Client> client = ClientFor(*server_, &provider);
     absl::StatusOr<std::string> back = PutAndGet(*client, "creds/k", "v");
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, "v");
   }
-
-  std::unique_ptr<LoopbackServer> s3_;
 };
 
 TEST_F(CredentialsTest, FromEnvironment) {

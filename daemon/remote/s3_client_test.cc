@@ -38,16 +38,8 @@ namespace {
 
 using ::neffd::test_support::LoopbackServer;
 
-class S3ClientTest : public ::testing::Test {
+class S3ClientTest : public WithS3Server {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<LoopbackServer>> server =
-        test_support::StartS3Server(test_support::NewTempDir("s3rver"),
-                                    kTestBucket);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-  }
-
   std::unique_ptr<S3Client> Client(S3ClientOptions options = {}) {
     return ClientFor(*server_, &credentials_, std::move(options));
   }
@@ -70,7 +62,6 @@ class S3ClientTest : public ::testing::Test {
     });
   }
 
-  std::unique_ptr<LoopbackServer> server_;
   CredentialsProvider credentials_{{TestServerEnvironment()}};
   std::unique_ptr<CredentialsProvider> other_credentials_;
 };

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd::remote {
 
@@ -69,6 +70,14 @@ absl::StatusOr<std::string> PutAndGet(S3Client& client, const std::string& key,
   close(target);
   if (!got.ok()) return got.status();
   return back;
+}
+
+void WithS3Server::SetUp() {
+  absl::StatusOr<std::unique_ptr<test_support::LoopbackServer>> server =
+      test_support::StartS3Server(test_support::NewTempDir("s3rver"),
+                                  kTestBucket);
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = *std::move(server);
 }
 
 }  // namespace neffd::remote

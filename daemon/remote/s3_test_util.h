@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/remote/credentials.h"
 #include "daemon/remote/s3_client.h"
+#include "gtest/gtest.h"
 #include "tests/harness/servers.h"
 
 namespace neffd::remote {
@@ -37,6 +38,15 @@ std::string ReadWhole(int fd);
 
 // Uploads `content` as `key` with UploadFile and downloads it with
 // GetObject; what came back.
+// A fixture whose tests each get a fresh s3rver with kTestBucket on
+// loopback, in `server_`.
+class WithS3Server : public ::testing::Test {
+ protected:
+  void SetUp() override;
+
+  std::unique_ptr<test_support::LoopbackServer> server_;
+};
+
 absl::StatusOr<std::string> PutAndGet(S3Client& client, const std::string& key,
                                       const std::string& content);
 
