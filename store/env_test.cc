@@ -21,6 +21,7 @@
 #include "store/store.h"
 #include "store/testing/fault_injection_env.h"
 #include "store/testing/manual_clock_env.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -29,13 +30,7 @@ namespace fs = std::filesystem;
 
 class EnvTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = absl::StrCat(
-        getenv("TEST_TMPDIR"), "/",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = test_support::TestTempDir(); }
 
   std::string dir_;
   Env *const env_ = Env::Default();

@@ -21,6 +21,7 @@
 #include "store/digest.h"
 #include "store/store.h"
 #include "store/testing/fault_injection_env.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -41,8 +42,7 @@ void PrintTo(const Fault &fault, std::ostream *os) { *os << fault.name; }
 class PublishFaultTest : public ::testing::TestWithParam<Fault> {
  protected:
   void SetUp() override {
-    root_ = absl::StrCat(getenv("TEST_TMPDIR"), "/", GetParam().name);
-    fs::remove_all(root_);
+    root_ = test_support::NewTempDir(GetParam().name);
     fs::create_directories(root_ + "/staging");
     StoreOptions options;
     options.root = root_ + "/store";
@@ -133,8 +133,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(PublishStallTest, AStalledCallHoldsUpOnlyItsCaller) {
-  const std::string root = absl::StrCat(getenv("TEST_TMPDIR"), "/stall");
-  fs::remove_all(root);
+  const std::string root = test_support::NewTempDir("stall");
   FaultInjectionEnv faults;
   StoreOptions options;
   options.root = root;

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/file_util.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd::neffcc {
 namespace {
@@ -115,9 +116,7 @@ TEST(FailureLogTest, ExitStatusRoundTrips) {
 class RealCompilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = absl::StrCat(
-        getenv("TEST_TMPDIR"), "/",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = test_support::TestTempDir();
     ASSERT_TRUE(MakeDirs(root_ + "/mask").ok());
     ASSERT_TRUE(MakeDirs(root_ + "/real").ok());
   }

@@ -18,6 +18,7 @@
 #include "daemon/index/index.h"
 #include "gtest/gtest.h"
 #include "store/digest.h"
+#include "tests/harness/temp_dir.h"
 
 namespace neffd {
 namespace {
@@ -25,10 +26,7 @@ namespace {
 class PublisherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = absl::StrCat(
-        std::getenv("TEST_TMPDIR"), "/publisher_",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(root_);
+    root_ = test_support::TestTempDir("publisher_");
     staging_ = root_ + "/staging";
     std::filesystem::create_directories(staging_);
     StoreOptions store;
