@@ -180,7 +180,7 @@ Sample RunOnce(const test_support::DaemonProcess& daemon, int run,
                const std::string& sha256, const std::string& workdir) {
   auto stub = daemon.NewStub();
   auto admin = v1::CacheAdmin::NewStub(grpc::CreateChannel(
-      daemon.address(), grpc::InsecureChannelCredentials()));
+      daemon.admin_address(), grpc::InsecureChannelCredentials()));
   const std::string staged =
       absl::StrCat(daemon.local_dir(), "/staging/bench-", run);
   const std::string copy = absl::StrCat(daemon.neff_dir(), "/cp-", run);

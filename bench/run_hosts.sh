@@ -48,6 +48,7 @@ for N in $HOSTS; do
   PIDS=()
   for ((h = 0; h < N; h++)); do
     "$BIN/daemon/neffd" --host_id="h$h" --address="unix:$ROOT/h$h.sock" \
+      --admin_address="unix:$ROOT/h$h.admin.sock" \
       --cache_dir="$ROOT/shared/neff" --hlo_cache_dir="$ROOT/shared/hlo" \
       --local_dir="$ROOT/local$h" --poll_interval="$P" --lease_ttl=30 \
       --max_cache_size=1099511627776 --gc_interval=600 --v=1 \

@@ -214,7 +214,17 @@ Backend& CacheClient::Daemon() {
     o.address = ResolveDaemonAddress(options_.address);
     o.host = options_.host;
     o.rank = options_.rank;
-    daemon_ = std::make_unique<DaemonBackend>(o, ConnectToDaemon(o.address));
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        CredentialsFor(options_.tls);
+    if (!credentials.ok()) {
+      // The daemon will refuse a plaintext TCP call: the rank falls back to
+      // the filesystem, and says why.
+      Warn(absl::StrCat("neffd client: ", credentials.status().message(),
+                        "; connecting without TLS"));
+    }
+    daemon_ = std::make_unique<DaemonBackend>(
+        o,
+        ConnectToDaemon(o.address, credentials.ok() ? *credentials : nullptr));
   }
   return *daemon_;
 }

@@ -64,6 +64,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/daemon_channel.h"
 #include "client/file_lock.h"
 #include "client/metrics.h"
 #include "config/env.h"
@@ -84,7 +85,8 @@ struct CacheClientOptions {
   // Reads every setting from `env` (see the field comments).
   static CacheClientOptions FromEnv(const config::EnvSnapshot &env);
 
-  std::string address;         // "" = NEFFD_ADDRESS / default socket
+  std::string address;  // "" = NEFFD_ADDRESS / default socket
+  ClientTls tls;  // mutual TLS for a TCP address (client/daemon_channel.h)
   bool use_daemon = true;      // false: always the filesystem (tests, tools)
   std::string neff_cache_dir;  // TORCH_NEURONX_NEFF_CACHE_DIR
   std::string hlo_cache_dir;   // TORCH_NEURONX_HLO_CACHE_DIR

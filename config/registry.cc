@@ -307,6 +307,11 @@ std::vector<VarSpec> MakeRegistry() {
       Var(kNeffdSection, "NEFFD_ADDRESS", Type::kString, Rule::kAddress,
           "unix:/run/neffd/neffd.sock", kNeffd,
           "Address of the neffd daemon (unix:PATH or 127.0.0.1:PORT)"),
+      Var(kNeffdSection, "NEFFD_ADMIN_ADDRESS", Type::kString, Rule::kAddress,
+          "unix:/run/neffd/admin.sock", kNeffd,
+          "Address of neffd's admin socket, the only one that serves the "
+          "calls that change the cache (evict, gc, import, drain, undrain, "
+          "stats -z); neffctl sends those there"),
       Var(kNeffdSection, "NEFFD_REAL_COMPILER", Type::kPath,
           Rule::kAbsolutePath, nullptr, kClient,
           "The real `neuronx-cc` that `neffcc` (the compiler drop-in) runs "

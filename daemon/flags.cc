@@ -19,7 +19,15 @@
 using neffd::config::DurationFlag;
 using neffd::config::LogLevelFlag;
 
-ABSL_FLAG(std::string, address, "", "unix:/path or loopback HOST:PORT");
+ABSL_FLAG(std::string, address, "",
+          "the ranks' socket (CompileCache, read-only operator calls): "
+          "unix:/path or loopback HOST:PORT (any HOST:PORT with mutual TLS)");
+ABSL_FLAG(std::string, admin_address, "",
+          "the operators' socket, the only one serving Evict, Gc, Import, "
+          "Drain, Undrain and ResetStats");
+ABSL_FLAG(std::string, admin_group, "",
+          "group that may use the admin socket (mode 0660; must exist); "
+          "empty: mode 0600, the service user only");
 ABSL_FLAG(std::string, cache_dir, "", "NEFF cache root");
 ABSL_FLAG(std::string, hlo_cache_dir, "", "HLO cache root");
 ABSL_FLAG(std::string, local_dir, "",
@@ -83,9 +91,12 @@ ABSL_FLAG(int64_t, max_rpc_threads, 512,
           "GetStats, admin, health); a call finding all busy gets "
           "RESOURCE_EXHAUSTED (at least 2)");
 ABSL_FLAG(std::string, tls_cert, "",
-          "PEM certificate chain; with --tls_key, serve TCP over TLS (needed "
-          "for a non-loopback --address)");
+          "PEM certificate chain; with --tls_key and --tls_client_ca, serve "
+          "TCP over mutual TLS (needed for a non-loopback address)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificate(s); TCP clients must present a certificate "
+          "signed by one of them");
 
 namespace neffd {
 namespace {
@@ -95,6 +106,7 @@ constexpr int64_t kMaxCount = int64_t{1} << 30;
 // The flags that default to an environment variable of the registry.
 constexpr std::pair<const char*, const char*> kFlagVariables[] = {
     {"address", "NEFFD_ADDRESS"},
+    {"admin_address", "NEFFD_ADMIN_ADDRESS"},
     {"cache_dir", "TORCH_NEURONX_NEFF_CACHE_DIR"},
     {"hlo_cache_dir", "TORCH_NEURONX_HLO_CACHE_DIR"},
     {"local_dir", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"},
@@ -225,6 +237,9 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
                                           DaemonOptions* options) {
   RangeChecks check;
   options->address = FlagOr(FLAGS_address, env, "NEFFD_ADDRESS");
+  options->admin_address =
+      FlagOr(FLAGS_admin_address, env, "NEFFD_ADMIN_ADDRESS");
+  options->admin_group = absl::GetFlag(FLAGS_admin_group);
   options->neff_cache_dir =
       FlagOr(FLAGS_cache_dir, env, "TORCH_NEURONX_NEFF_CACHE_DIR");
   options->hlo_cache_dir =
@@ -279,8 +294,9 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
   check.Within("max_rpc_threads", threads, 2, int64_t{1} << 20);
   options->max_rpc_threads = static_cast<int>(threads);
 
-  options->tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  options->tls_key = absl::GetFlag(FLAGS_tls_key);
+  options->tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  options->tls.key = absl::GetFlag(FLAGS_tls_key);
+  options->tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   options->local_tier = absl::GetFlag(FLAGS_local_tier);
   options->local_tier_bytes = absl::GetFlag(FLAGS_local_tier_bytes);
   options->metrics_textfile = absl::GetFlag(FLAGS_metrics_textfile);
@@ -310,6 +326,8 @@ v1::ConfigResponse DescribeConfig(const DaemonOptions& o,
   v1::ConfigResponse config;
   const std::pair<std::string, std::string> rows[] = {
       {"address", o.address},
+      {"admin_address", o.admin_address},
+      {"admin_group", o.admin_group},
       {"cache_dir", o.neff_cache_dir},
       {"hlo_cache_dir", o.hlo_cache_dir},
       {"local_dir", o.local_dir},

@@ -102,4 +102,17 @@ absl::Status RemoveTree(const std::string &path, Env *env) {
   return first;
 }
 
+absl::Status ReadOptionFiles(std::initializer_list<OptionFile> files) {
+  for (const OptionFile &file : files) {
+    absl::StatusOr<std::string> read = ReadSmallFile(*file.path, 1 << 20);
+    if (!read.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file.option, ": cannot read ", *file.path, ": ",
+                       read.status().message()));
+    }
+    *file.content = *std::move(read);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace neffd

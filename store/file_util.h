@@ -13,6 +13,7 @@
 #ifndef NEFFD_STORE_FILE_UTIL_H_
 #define NEFFD_STORE_FILE_UTIL_H_
 
+#include <initializer_list>
 #include <string>
 
 #include "absl/status/status.h"
@@ -51,6 +52,17 @@ absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
 absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes,
                                           Env *env = Env::Default());
+
+// A small file a command-line option names (a PEM certificate or key).
+struct OptionFile {
+  absl::string_view option;  // "--tls_cert"
+  const std::string *path;
+  std::string *content;  // filled
+};
+
+// Reads each file (at most 1 MiB); InvalidArgument naming the option of the
+// first that cannot be read.
+absl::Status ReadOptionFiles(std::initializer_list<OptionFile> files);
 
 // Removes `path` and, if it is a directory, everything under it, without
 // following symlinks. Best effort: what cannot be removed stays; the first

@@ -74,8 +74,7 @@ uint64_t StoreBytes(const Cluster& cluster) {
 }
 
 CommandResult Ctl(DaemonProcess& host, std::vector<std::string> args) {
-  std::vector<std::string> argv = {Runfile("client/neffctl"),
-                                   "--address=" + host.address()};
+  std::vector<std::string> argv = host.NeffctlArgv();
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv);
 }

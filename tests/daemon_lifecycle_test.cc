@@ -212,7 +212,8 @@ TEST(DaemonConfigTest, ServesOnLoopbackTcp) {
   const std::string root = NewTempDir("loopback");
   // Port 0 has no socket file to poll; use the startup line instead.
   Process p({Runfile("daemon/neffd"), "--address=127.0.0.1:0",
-             "--local_dir=" + root + "/local", "--cache_dir=" + root + "/neff",
+             "--admin_address=127.0.0.1:0", "--local_dir=" + root + "/local",
+             "--cache_dir=" + root + "/neff",
              "--hlo_cache_dir=" + root + "/hlo"});
   for (int i = 0; i < 500 && !absl::StrContains(p.Stdout(), "listening"); ++i) {
     usleep(20000);

@@ -144,7 +144,8 @@ TEST(GrpcurlDocsTest, EveryDocumentedCommandGivesTheAnswerShown) {
                                      Runfile("tests/grpcurl.py")};
     for (const std::string& word : example.argv) {
       argv.push_back(absl::StrReplaceAll(
-          word, {{"/run/neffd/neffd.sock", daemon.socket_path()}}));
+          word, {{"/run/neffd/neffd.sock", daemon.socket_path()},
+                 {"/run/neffd/admin.sock", daemon.admin_address().substr(5)}}));
     }
     CommandResult r = RunCommand(argv);
     EXPECT_EQ(r.err, "") << absl::StrJoin(example.argv, " ");

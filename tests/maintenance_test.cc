@@ -82,8 +82,8 @@ TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
   }
   DaemonProcess daemon(root);
   ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
-  const std::vector<std::string> ctl = {
-      Runfile("client/neffctl"), "--address=" + daemon.address(), "--json"};
+  std::vector<std::string> ctl = daemon.NeffctlArgv();
+  ctl.push_back("--json");
   auto import = [&](std::vector<std::string> extra) {
     std::vector<std::string> argv = ctl;
     argv.push_back("import");
@@ -134,7 +134,7 @@ TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
   EXPECT_TRUE(absl::StrContains(stats.out, "\"entries\":\"7000\""))
       << stats.out;
   EXPECT_EQ(import({}).exit_code, 0);  // idempotent
-  CommandResult bad = RunCommand({ctl[0], ctl[1], "import", "/etc"});
+  CommandResult bad = RunCommand({ctl[0], ctl[1], ctl[2], "import", "/etc"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(bad.err, "not this daemon's cache dir"));
 }
@@ -199,7 +199,8 @@ TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
   const uint64_t limit = 10 * kSize;
   CommandResult gc =
       RunCommand({Runfile("client/neffctl"), "--address=" + daemon.address(),
-                  "--json", "gc", absl::StrCat("--max-size=", limit)});
+                  "--admin_address=" + daemon.admin_address(), "--json", "gc",
+                  absl::StrCat("--max-size=", limit)});
   absl::SleepFor(absl::Milliseconds(300));
   stop = true;
   for (auto& r : readers) r.join();

@@ -53,8 +53,7 @@ class OpsTest : public ::testing::Test {
   }
 
   CommandResult Ctl(std::vector<std::string> args) {
-    std::vector<std::string> argv = {Runfile("client/neffctl"),
-                                     "--address=" + daemon_->address()};
+    std::vector<std::string> argv = daemon_->NeffctlArgv();
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv);
   }

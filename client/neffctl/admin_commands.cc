@@ -72,9 +72,9 @@ int Ctl::Stats() {
 
 int Ctl::ResetStats() {
   v1::Stats stats;
-  grpc::Status status = admin_->ResetStats(Context(absl::Seconds(10)).get(),
-                                           v1::ResetStatsRequest(), &stats);
-  if (!status.ok()) return RpcFailure(status, address_);
+  grpc::Status status = operator_->ResetStats(Context(absl::Seconds(10)).get(),
+                                              v1::ResetStatsRequest(), &stats);
+  if (!status.ok()) return RpcFailure(status, admin_address_);
   if (json_) {
     PrintJson(stats);
   } else {
@@ -89,8 +89,8 @@ int Ctl::Evict(const EntryKey& id) {
   *request.mutable_id() = id.ToProto();
   v1::EvictResponse response;
   grpc::Status status =
-      admin_->Evict(Context(absl::Minutes(5)).get(), request, &response);
-  if (!status.ok()) return RpcFailure(status, address_);
+      operator_->Evict(Context(absl::Minutes(5)).get(), request, &response);
+  if (!status.ok()) return RpcFailure(status, admin_address_);
   const bool removed = response.removed_entry() || response.removed_failure();
   if (json_) {
     PrintJson(response);
@@ -146,8 +146,8 @@ int Ctl::Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
   request.set_dry_run(dry_run);
   v1::GcResponse response;
   grpc::Status status =
-      admin_->Gc(Context(absl::Hours(24)).get(), request, &response);
-  if (!status.ok()) return RpcFailure(status, address_);
+      operator_->Gc(Context(absl::Hours(24)).get(), request, &response);
+  if (!status.ok()) return RpcFailure(status, admin_address_);
   if (json_) {
     PrintJson(response);
     return kOk;
@@ -196,7 +196,7 @@ int Ctl::Import(const std::string& dir, bool clear_stale_locks) {
   request.set_dir(dir);
   request.set_clear_stale_locks(clear_stale_locks);
   auto context = Context(absl::Hours(24));
-  auto reader = admin_->Import(context.get(), request);
+  auto reader = operator_->Import(context.get(), request);
   v1::ImportProgress progress, last;
   {
     Progress bar("import");
@@ -209,7 +209,7 @@ int Ctl::Import(const std::string& dir, bool clear_stale_locks) {
     }
   }
   grpc::Status status = reader->Finish();
-  if (!status.ok()) return RpcFailure(status, address_);
+  if (!status.ok()) return RpcFailure(status, admin_address_);
   if (json_) {
     PrintJson(last);
     return kOk;

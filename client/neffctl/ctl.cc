@@ -1,5 +1,6 @@
 #include "client/neffctl/ctl.h"
 
+#include <errno.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,13 +22,31 @@ int Complain(int code, absl::string_view message) {
   return code;
 }
 
+namespace {
+
+// Why a unix socket cannot be used, when it is its permissions: gRPC says
+// only "failed to connect".
+std::string SocketPermissionHint(const std::string& address) {
+  if (!absl::StartsWith(address, "unix:")) return "";
+  const std::string path = address.substr(5);
+  if (access(path.c_str(), W_OK) == 0 || errno != EACCES) return "";
+  return " (permission denied on the socket: it admits its owner and group "
+         "only)";
+}
+
+}  // namespace
+
 int RpcFailure(const grpc::Status& status, const std::string& address) {
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return Complain(kUnreachable,
-                      absl::StrCat("cannot reach neffd at ", address, ": ",
+                      absl::StrCat("cannot reach neffd at ", address,
+                                   SocketPermissionHint(address), ": ",
                                    status.error_message()));
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return Complain(kFailed, absl::StrCat(status.error_message(),
+                                            "; neffctl sent it to ", address));
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::OUT_OF_RANGE:
@@ -189,12 +208,16 @@ void Progress::Update(uint64_t done, uint64_t total,
   drawn_ = true;
 }
 
-Ctl::Ctl(std::string address, bool json)
+Ctl::Ctl(std::string address, std::string admin_address,
+         std::shared_ptr<grpc::ChannelCredentials> credentials, bool json)
     : address_(ResolveDaemonAddress(address)),
+      admin_address_(ResolveAdminAddress(admin_address)),
       json_(json),
-      channel_(ConnectToDaemon(address_)),
+      channel_(ConnectToDaemon(address_, credentials)),
       cache_(v1::CompileCache::NewStub(channel_)),
-      admin_(v1::CacheAdmin::NewStub(channel_)) {}
+      admin_(v1::CacheAdmin::NewStub(channel_)),
+      operator_(v1::CacheAdmin::NewStub(
+          ConnectToDaemon(admin_address_, credentials))) {}
 
 std::unique_ptr<grpc::ClientContext> Ctl::Context(
     absl::Duration timeout) const {

@@ -76,7 +76,12 @@ class Progress {
 
 class Ctl {
  public:
-  Ctl(std::string address, bool json);
+  // `address` is the ranks' socket (every read-only call); `admin_address`
+  // the admin socket, where the calls that change the cache go (evict, gc,
+  // import, drain, undrain, stats -z). Empty: the environment or default.
+  // `credentials` are for a TCP address (client/daemon_channel.h).
+  Ctl(std::string address, std::string admin_address,
+      std::shared_ptr<grpc::ChannelCredentials> credentials, bool json);
 
   // Data commands (entry_commands.cc).
   int Lookup(const EntryKey& id);
@@ -124,10 +129,13 @@ class Ctl {
   static constexpr uint32_t kListPageSize = 10000;
 
   const std::string address_;
+  const std::string admin_address_;
   const bool json_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::CompileCache::Stub> cache_;
   std::unique_ptr<v1::CacheAdmin::Stub> admin_;
+  // CacheAdmin on the admin socket: the mutating calls.
+  std::unique_ptr<v1::CacheAdmin::Stub> operator_;
 };
 
 // The human form of Stats, ccache -s style (admin_commands.cc).

@@ -26,7 +26,9 @@
 // Flags may be spelled with '-' or '_'. Exit codes: 0 success or hit, 1 miss
 // (or a recorded failure / lock timeout / nothing to evict / no such entry /
 // health NOT_SERVING / no record of a key's inputs), 2 bad input or usage (one
-// line on stderr), 3 daemon unreachable, 4 the daemon failed the operation.
+// line on stderr), 3 daemon unreachable, 4 the daemon failed or refused the
+// operation (PERMISSION_DENIED: a mutating command sent to the ranks'
+// socket; it goes to --admin_address).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -40,13 +42,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/daemon_channel.h"
 #include "client/neffctl/ctl.h"
 #include "config/flags.h"
 
 ABSL_FLAG(std::string, address, "",
           "daemon address (default $NEFFD_ADDRESS, else "
           "unix:/run/neffd/neffd.sock)");
+ABSL_FLAG(std::string, admin_address, "",
+          "the admin socket, for evict, gc, import, drain, undrain and "
+          "stats -z (default $NEFFD_ADMIN_ADDRESS, else "
+          "unix:/run/neffd/admin.sock)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate for a TCP address served with mutual TLS "
+          "(with --tls_key and --tls_ca)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA certificate that signed the daemon's certificate");
 ABSL_FLAG(std::string, compiler_version, "",
           "neuronx-cc version of the entry (lookup, put, get, evict)");
 ABSL_FLAG(std::string, namespace, "",
@@ -221,10 +234,13 @@ std::string CommandHelp(const Command& command) {
 
 std::string Help() {
   std::string help =
-      "usage: neffctl [--address A] [--json] COMMAND [ARGS] [OPTIONS]\n"
+      "usage: neffctl [--address A] [--admin_address A] [--json] COMMAND "
+      "[ARGS] [OPTIONS]\n"
       "       neffctl help [COMMAND]\n\n"
       "Options for every command:\n";
-  absl::StrAppend(&help, OptionHelp("address"), OptionHelp("json"),
+  absl::StrAppend(&help, OptionHelp("address"), OptionHelp("admin_address"),
+                  OptionHelp("json"), OptionHelp("tls_cert"),
+                  OptionHelp("tls_key"), OptionHelp("tls_ca"),
                   "\nCommands (NS is neff or hlo):\n");
   for (const Command& command : Commands()) {
     absl::StrAppend(&help, CommandHelp(command));
@@ -232,7 +248,7 @@ std::string Help() {
   absl::StrAppend(&help,
                   "\nExit codes: 0 success or hit, 1 miss (or nothing to do), "
                   "2 bad input or usage,\n3 daemon unreachable, 4 the daemon "
-                  "failed the operation.\n");
+                  "failed or refused the operation.\n");
   return help;
 }
 
@@ -429,7 +445,15 @@ int Main(int argc, char** argv) {
                                        " arguments (", command->args,
                                        "); see neffctl help ", command->name));
   }
-  Ctl ctl(absl::GetFlag(FLAGS_address), absl::GetFlag(FLAGS_json));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      CredentialsFor({absl::GetFlag(FLAGS_tls_cert),
+                      absl::GetFlag(FLAGS_tls_key),
+                      absl::GetFlag(FLAGS_tls_ca)});
+  if (!credentials.ok()) {
+    return Complain(kBadInput, credentials.status().message());
+  }
+  Ctl ctl(absl::GetFlag(FLAGS_address), absl::GetFlag(FLAGS_admin_address),
+          *std::move(credentials), absl::GetFlag(FLAGS_json));
   return command->run(ctl, call);
 }
 

@@ -172,9 +172,9 @@ int Ctl::Drain(bool drain) {
   v1::DrainResponse response;
   auto context = Context(absl::Seconds(10));
   grpc::Status status =
-      drain ? admin_->Drain(context.get(), v1::DrainRequest(), &response)
-            : admin_->Undrain(context.get(), v1::DrainRequest(), &response);
-  if (!status.ok()) return RpcFailure(status, address_);
+      drain ? operator_->Drain(context.get(), v1::DrainRequest(), &response)
+            : operator_->Undrain(context.get(), v1::DrainRequest(), &response);
+  if (!status.ok()) return RpcFailure(status, admin_address_);
   if (json_) {
     PrintJson(response);
   } else if (response.draining()) {

@@ -233,6 +233,10 @@ grpc::Status CacheAdminService::GetLocks(grpc::ServerContext*,
 
 grpc::Status CacheAdminService::SetDraining(bool draining,
                                             v1::DrainResponse* response) {
+  if (grpc::Status s = CheckMutationAllowed(draining ? "Drain" : "Undrain");
+      !s.ok()) {
+    return s;
+  }
   options_.set_draining(draining);
   const LockTable::Counts counts = options_.locks->counts();
   response->set_draining(options_.locks->draining());
@@ -265,6 +269,7 @@ grpc::Status CacheAdminService::GetConfig(grpc::ServerContext*,
 grpc::Status CacheAdminService::ResetStats(grpc::ServerContext*,
                                            const v1::ResetStatsRequest*,
                                            v1::Stats* response) {
+  if (grpc::Status s = CheckMutationAllowed("ResetStats"); !s.ok()) return s;
   const v1::Stats cumulative = options_.cumulative_stats();
   *response = options_.telemetry->SinceReset(cumulative);
   options_.telemetry->Reset(cumulative);

@@ -26,9 +26,22 @@ absl::StatusOr<Namespace> ParseNamespaceField(absl::string_view field,
                    "'; expected 'neff' or 'hlo'"));
 }
 
+grpc::Status CacheAdminService::CheckMutationAllowed(
+    absl::string_view method) const {
+  if (options_.mutations_only_on.empty()) return grpc::Status::OK;
+  return MakeGrpcStatus(
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat(method,
+                   " changes the cache and is served only on the admin "
+                   "socket ",
+                   options_.mutations_only_on,
+                   " (neffctl --admin_address), not on the ranks' socket"));
+}
+
 grpc::Status CacheAdminService::Evict(grpc::ServerContext*,
                                       const v1::EvictRequest* request,
                                       v1::EvictResponse* response) {
+  if (grpc::Status s = CheckMutationAllowed("Evict"); !s.ok()) return s;
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
   if (!id.ok()) return ToGrpcStatus(id.status());
   absl::StatusOr<v1::EvictResponse> evicted = maintenance_->Evict(*id);
@@ -52,6 +65,7 @@ grpc::Status CacheAdminService::Verify(
 grpc::Status CacheAdminService::Gc(grpc::ServerContext*,
                                    const v1::GcRequest* request,
                                    v1::GcResponse* response) {
+  if (grpc::Status s = CheckMutationAllowed("Gc"); !s.ok()) return s;
   absl::StatusOr<Namespace> ns =
       ParseNamespaceField("namespace", request->namespace_());
   if (!ns.ok()) return ToGrpcStatus(ns.status());
@@ -75,6 +89,7 @@ grpc::Status CacheAdminService::Gc(grpc::ServerContext*,
 grpc::Status CacheAdminService::Import(
     grpc::ServerContext* context, const v1::ImportRequest* request,
     grpc::ServerWriter<v1::ImportProgress>* writer) {
+  if (grpc::Status s = CheckMutationAllowed("Import"); !s.ok()) return s;
   const std::string dir = RealPath(request->dir());
   std::optional<Namespace> ns;
   for (Namespace candidate : {Namespace::kNeff, Namespace::kHlo}) {

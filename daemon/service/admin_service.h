@@ -8,6 +8,12 @@
 // GetConfig) and the switches (Drain, Undrain, ResetStats) are in
 // admin_queries.cc.
 //
+// The daemon serves two instances (docs/SECURITY.md): one on the admin
+// socket that does everything, and one on the ranks' socket
+// (`mutations_only_on` set) that answers the mutating calls (Evict, Gc,
+// Import, Drain, Undrain, ResetStats) PERMISSION_DENIED naming the admin
+// socket, so a rank can read the cache's state but never change it.
+//
 // Thread-safe.
 #ifndef NEFFD_DAEMON_SERVICE_ADMIN_SERVICE_H_
 #define NEFFD_DAEMON_SERVICE_ADMIN_SERVICE_H_
@@ -36,6 +42,9 @@ struct AdminOptions {
   // daemon/cluster/gc_coordinator.h); unset: Maintenance::Gc directly.
   std::function<absl::StatusOr<v1::GcResponse>(Namespace, const v1::GcRequest&)>
       gc;
+  // Non-empty: the admin socket's address; every mutating call is refused
+  // PERMISSION_DENIED with a message naming it.
+  std::string mutations_only_on;
 };
 
 class CacheAdminService final : public v1::CacheAdmin::Service {
@@ -86,6 +95,9 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
   void AddIndexed(const EntryKey& id, const v1::IndexRecord& record,
                   v1::EntryInfo* info) const;
   grpc::Status SetDraining(bool draining, v1::DrainResponse* response);
+  // PERMISSION_DENIED naming the admin socket when this instance serves the
+  // ranks' socket, else OK.
+  grpc::Status CheckMutationAllowed(absl::string_view method) const;
 
   Maintenance* const maintenance_;
   Catalog* const catalog_;

@@ -50,63 +50,36 @@ constexpr long kCifsMagic = 0xFF534D42;
 constexpr absl::Duration kTickInterval = absl::Milliseconds(100);
 constexpr absl::Duration kAccessFlushInterval = absl::Seconds(10);
 
-std::string UnixPath(const std::string &address) {
-  return absl::StartsWith(address, "unix:") ? address.substr(5) : "";
-}
+// The credentials of the ranks' address and of the admin address, checked
+// against the TLS options.
+struct ListenerCredentials {
+  std::shared_ptr<grpc::ServerCredentials> ranks;
+  std::shared_ptr<grpc::ServerCredentials> admin;
+};
 
-// True if something accepts connections on the unix socket `path`.
-bool SocketIsLive(const std::string &path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-  bool live =
-      connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return live;
-}
-
-// TLS from the PEM files when both are given, else insecure (unix socket or
-// loopback only, checked by ValidateAddress).
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(
+absl::StatusOr<ListenerCredentials> CheckAddresses(
     const DaemonOptions &options) {
-  if (options.tls_cert.empty() && options.tls_key.empty()) {
-    return grpc::InsecureServerCredentials();
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ranks =
+      CredentialsFor(options.address, options.tls, "--address");
+  if (!ranks.ok()) return ranks.status();
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> admin =
+      CredentialsFor(options.admin_address, options.tls, "--admin_address");
+  if (!admin.ok()) return admin.status();
+  if (options.tls.any() && !UnixPath(options.address).empty() &&
+      !UnixPath(options.admin_address).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_cert/--tls_key/--tls_client_ca serve TCP; --address ",
+        options.address, " and --admin_address ", options.admin_address,
+        " are unix sockets"));
   }
-  if (options.tls_cert.empty() || options.tls_key.empty()) {
-    return absl::InvalidArgumentError(
-        "--tls_cert and --tls_key go together; give both or neither");
+  if (!UnixPath(options.address).empty() &&
+      options.admin_address == options.address) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--admin_address ", options.admin_address,
+        " must differ from --address: the ranks' socket never serves the "
+        "calls that change the cache"));
   }
-  if (absl::StartsWith(options.address, "unix:")) {
-    return absl::InvalidArgumentError(
-        "--tls_cert/--tls_key serve TCP; --address is a unix socket");
-  }
-  grpc::SslServerCredentialsOptions ssl;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  for (auto [path, out] : {std::pair{&options.tls_cert, &pair.cert_chain},
-                           std::pair{&options.tls_key, &pair.private_key}}) {
-    absl::StatusOr<std::string> pem = ReadSmallFile(*path, 1 << 20);
-    if (!pem.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls_cert/--tls_key: cannot read ", *path, ": ",
-                       pem.status().message()));
-    }
-    *out = *std::move(pem);
-  }
-  ssl.pem_key_cert_pairs.push_back(std::move(pair));
-  return grpc::SslServerCredentials(ssl);
-}
-
-// The address checked against the TLS options, and the credentials to serve
-// it with.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CheckAddress(
-    const DaemonOptions &options) {
-  const bool tls = !options.tls_cert.empty() || !options.tls_key.empty();
-  if (absl::Status s = ValidateAddress(options.address, tls); !s.ok()) {
-    return s;
-  }
-  return CredentialsFor(options);
+  return ListenerCredentials{*std::move(ranks), *std::move(admin)};
 }
 
 // The defaults that depend on other options or on the host.
@@ -119,25 +92,6 @@ void FillDerivedDefaults(DaemonOptions &options) {
     gethostname(host, sizeof(host) - 1);
     options.host_id = host;
   }
-}
-
-// A unix socket's directory exists and no live daemon listens on it: gRPC
-// unlinks an existing socket file before binding, which must be a stale one
-// and not another daemon's.
-absl::Status PrepareSocketPath(const std::string &address) {
-  const std::string socket_path = UnixPath(address);
-  if (socket_path.empty()) return absl::OkStatus();
-  size_t slash = socket_path.rfind('/');
-  if (slash > 0) {
-    if (absl::Status s = MakeDirs(socket_path.substr(0, slash)); !s.ok()) {
-      return s;
-    }
-  }
-  if (SocketIsLive(socket_path)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("another neffd is already listening on ", socket_path));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -167,40 +121,6 @@ absl::Status CheckLocalFilesystem(const std::string &path) {
                    "filesystem"));
 }
 
-absl::Status ValidateAddress(const std::string &address, bool tls) {
-  if (absl::StartsWith(address, "unix:")) {
-    std::string path = UnixPath(address);
-    if (path.empty() || path[0] != '/') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--address ", address, ": a unix socket needs an absolute path"));
-    }
-    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--address ", address, ": socket path is too long"));
-    }
-    return absl::OkStatus();
-  }
-  size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--address ", address,
-                     ": expected unix:/path or a loopback HOST:PORT"));
-  }
-  std::string host = address.substr(0, colon);
-  if (host == "localhost" || host == "[::1]" ||
-      absl::StartsWith(host, "127.") || (tls && !host.empty())) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--address ", address,
-                   ": TCP is served only on loopback (127.0.0.1, localhost, "
-                   "[::1]) unless --tls_cert and --tls_key are given; use a "
-                   "unix socket for anything else"));
-}
-
 // The daemon's parts, in the order Start builds them (and the reverse of
 // the order they are destroyed in). Each step of Start is one method.
 struct Daemon::Parts {
@@ -213,8 +133,12 @@ struct Daemon::Parts {
   void BuildLockTable();
   absl::Status OpenTier();
   void BuildServices();
-  absl::Status StartServer(
-      const std::shared_ptr<grpc::ServerCredentials> &credentials);
+  absl::Status StartServers(const ListenerCredentials &credentials);
+  // One gRPC server on `address` with `services`, health and reflection.
+  absl::StatusOr<std::unique_ptr<grpc::Server>> Serve(
+      const std::string &address,
+      const std::shared_ptr<grpc::ServerCredentials> &credentials,
+      std::initializer_list<grpc::Service *> services);
   void StartPeriodicWork();
 
   // The periodic tasks.
@@ -243,7 +167,10 @@ struct Daemon::Parts {
   std::unique_ptr<Maintenance> maintenance;
   std::unique_ptr<GcCoordinator> gc;  // cluster gc (issue 22)
   std::unique_ptr<CacheAdminService> admin;
-  std::unique_ptr<grpc::Server> server;
+  // CacheAdmin as the ranks' socket serves it: the mutating calls refused.
+  std::unique_ptr<CacheAdminService> ranks_admin;
+  std::unique_ptr<grpc::Server> server;        // the ranks' socket
+  std::unique_ptr<grpc::Server> admin_server;  // the admin socket
   Scheduler scheduler{kTickInterval};
   absl::Time next_watchdog_ping = absl::InfinitePast();
   bool shut_down = false;
@@ -407,35 +334,57 @@ void Daemon::Parts::BuildServices() {
     return gc->RunNow(ns, request);
   };
   admin = std::make_unique<CacheAdminService>(maintenance.get(), catalog.get(),
-                                              std::move(admin_options));
+                                              admin_options);
+  admin_options.mutations_only_on = options.admin_address;
+  ranks_admin = std::make_unique<CacheAdminService>(
+      maintenance.get(), catalog.get(), std::move(admin_options));
 }
 
-absl::Status Daemon::Parts::StartServer(
-    const std::shared_ptr<grpc::ServerCredentials> &credentials) {
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+absl::StatusOr<std::unique_ptr<grpc::Server>> Daemon::Parts::Serve(
+    const std::string &address,
+    const std::shared_ptr<grpc::ServerCredentials> &credentials,
+    std::initializer_list<grpc::Service *> services) {
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.address, credentials, &port);
-  builder.RegisterService(service.get());
-  builder.RegisterService(admin.get());
+  builder.AddListeningPort(address, credentials, &port);
+  for (grpc::Service *service : services) builder.RegisterService(service);
   builder.RegisterService(&health);
   ConfigureServer(builder, options.max_inline_bytes + (1 << 20));
   grpc::ResourceQuota quota("neffd");
   quota.SetMaxThreads(options.max_rpc_threads);
   builder.SetResourceQuota(quota);
-  server = builder.BuildAndStart();
-  const std::string socket_path = UnixPath(options.address);
-  if (server == nullptr || (socket_path.empty() && port == 0)) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.address));
+  std::unique_ptr<grpc::Server> started = builder.BuildAndStart();
+  if (started == nullptr || (UnixPath(address).empty() && port == 0)) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
-  if (!socket_path.empty()) {
-    chmod(socket_path.c_str(), 0660);
-    if (struct group *g = getgrnam(options.socket_group.c_str())) {
-      if (chown(socket_path.c_str(), -1, g->gr_gid) != 0) {
-        // Not fatal: root can still connect; the operator sees the mode.
-      }
+  return started;
+}
+
+absl::Status Daemon::Parts::StartServers(
+    const ListenerCredentials &credentials) {
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  absl::StatusOr<std::unique_ptr<grpc::Server>> admin_started =
+      Serve(options.admin_address, credentials.admin, {admin.get()});
+  if (!admin_started.ok()) return admin_started.status();
+  admin_server = *std::move(admin_started);
+  if (std::string path = UnixPath(options.admin_address); !path.empty()) {
+    const bool grouped = !options.admin_group.empty();
+    if (absl::Status s =
+            RestrictSocket(path, grouped ? 0660 : 0600, options.admin_group,
+                           grouped, "--admin_group");
+        !s.ok()) {
+      return s;
     }
+  }
+  absl::StatusOr<std::unique_ptr<grpc::Server>> ranks_started = Serve(
+      options.address, credentials.ranks, {service.get(), ranks_admin.get()});
+  if (!ranks_started.ok()) return ranks_started.status();
+  server = *std::move(ranks_started);
+  if (std::string path = UnixPath(options.address); !path.empty()) {
+    // A missing group leaves the socket to the service user's group: root
+    // and that group can still connect, and the operator sees the mode.
+    return RestrictSocket(path, 0660, options.socket_group,
+                          /*group_required=*/false, "--socket_group");
   }
   return absl::OkStatus();
 }
@@ -487,11 +436,12 @@ Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 Daemon::~Daemon() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      CheckAddress(options);
+  absl::StatusOr<ListenerCredentials> credentials = CheckAddresses(options);
   if (!credentials.ok()) return credentials.status();
   FillDerivedDefaults(options);
-  if (absl::Status s = PrepareSocketPath(options.address); !s.ok()) return s;
+  for (const std::string &address : {options.address, options.admin_address}) {
+    if (absl::Status s = PrepareSocketPath(address); !s.ok()) return s;
+  }
   auto parts = std::make_unique<Parts>(std::move(options));
   if (absl::Status s = parts->PrepareLocalDir(); !s.ok()) return s;
   if (absl::Status s = parts->OpenStores(); !s.ok()) return s;
@@ -499,17 +449,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   parts->BuildLockTable();
   if (absl::Status s = parts->OpenTier(); !s.ok()) return s;
   parts->BuildServices();
-  if (absl::Status s = parts->StartServer(*credentials); !s.ok()) return s;
+  if (absl::Status s = parts->StartServers(*credentials); !s.ok()) return s;
   parts->StartPeriodicWork();
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }
 
 std::string Daemon::Describe() const {
   const DaemonOptions &o = parts_->options;
-  return absl::StrCat("neffd: listening on ", o.address, " (host ", o.host_id,
-                      "); neff cache ", o.neff_cache_dir, ", hlo cache ",
-                      o.hlo_cache_dir, ", local dir ", o.local_dir, ", index ",
-                      o.index_dir);
+  return absl::StrCat("neffd: listening on ", o.address, ", admin on ",
+                      o.admin_address, " (host ", o.host_id, "); neff cache ",
+                      o.neff_cache_dir, ", hlo cache ", o.hlo_cache_dir,
+                      ", local dir ", o.local_dir, ", index ", o.index_dir);
 }
 
 std::string Daemon::IndexRecoveryNote() const {
@@ -529,15 +479,21 @@ void Daemon::Shutdown() {
   p->shut_down = true;
   p->health.Shutdown();
   p->locks->Shutdown();
-  p->server->Shutdown(std::chrono::system_clock::now() +
-                      absl::ToChronoSeconds(p->options.shutdown_grace));
+  const auto deadline = std::chrono::system_clock::now() +
+                        absl::ToChronoSeconds(p->options.shutdown_grace);
+  p->server->Shutdown(deadline);
+  p->admin_server->Shutdown(deadline);
   p->scheduler.Stop();
   p->gc->Stop();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
   p->WriteMetrics();
-  std::string socket_path = UnixPath(p->options.address);
-  if (!socket_path.empty()) unlink(socket_path.c_str());
+  for (const std::string &address :
+       {p->options.address, p->options.admin_address}) {
+    if (std::string path = UnixPath(address); !path.empty()) {
+      unlink(path.c_str());
+    }
+  }
 }
 
 }  // namespace neffd

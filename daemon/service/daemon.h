@@ -15,9 +15,12 @@
 // watchdog is on (WATCHDOG_USEC), the lock table's tick pings it, so a
 // wedged lock table gets the daemon restarted.
 //
-// Addresses are "unix:/abs/path" (created 0660, group `socket_group` when that
-// group exists) or a loopback "127.0.0.1:PORT" / "localhost:PORT" /
-// "[::1]:PORT"; anything else is refused.
+// It listens on two addresses (daemon/service/listeners.h): the ranks'
+// socket `address` ("unix:/abs/path", created 0660, group `socket_group`
+// when that group exists) serves CompileCache, the read-only operator calls,
+// health and reflection; the admin socket `admin_address` (0600, or 0660 in
+// `admin_group`) serves every operator call too. TCP is served on loopback,
+// or anywhere with mutual TLS.
 //
 // Start, Shutdown and the destructor must not race; everything else in the
 // daemon runs on gRPC's threads and the scheduler's.
@@ -30,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/service/listeners.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/env.h"
 
@@ -43,6 +47,12 @@ struct DaemonOptions {
   std::string index_dir;  // default {local_dir}/index
   std::string host_id;
   std::string socket_group = "neuron";
+  // The operators' socket: the mutating calls (Evict, Gc, Import, Drain,
+  // Undrain, ResetStats) are served only here.
+  std::string admin_address = "unix:/run/neffd/admin.sock";
+  // Empty: the admin socket is 0600 (the service user only); else 0660 in
+  // this group, which must exist.
+  std::string admin_group;
   absl::Duration lock_timeout = absl::Seconds(1200);
   absl::Duration lease_ttl = absl::Seconds(30);
   absl::Duration failed_ttl = absl::Hours(1);
@@ -82,10 +92,10 @@ struct DaemonOptions {
   // Lock, which use the callback API). A call that finds all of them busy is
   // answered RESOURCE_EXHAUSTED by gRPC instead of queueing without bound.
   int max_rpc_threads = 512;
-  // PEM files; with both set, TCP is served with TLS (gRPC SSL credentials)
-  // and may listen on a non-loopback address.
-  std::string tls_cert;
-  std::string tls_key;
+  // PEM files; with all three set, TCP is served with mutual TLS (a client
+  // certificate signed by tls.client_ca is required) and may listen on a
+  // non-loopback address.
+  TlsFiles tls;
   // The filesystem and clock of the stores, the tier and the lock files
   // (store/env.h); not owned. Tests wrap it to inject faults.
   Env *env = Env::Default();
@@ -94,10 +104,6 @@ struct DaemonOptions {
 // FailedPrecondition naming the filesystem if `path` is on NFS or Lustre,
 // whose lock semantics the local lock directory cannot rely on.
 absl::Status CheckLocalFilesystem(const std::string &path);
-
-// InvalidArgument unless `address` is a unix socket path, loopback TCP, or
-// (only with `tls`) any HOST:PORT.
-absl::Status ValidateAddress(const std::string &address, bool tls = false);
 
 class Daemon {
  public:

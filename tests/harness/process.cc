@@ -174,6 +174,9 @@ DaemonProcess::DaemonProcess(std::string root, std::vector<std::string> flags,
     : root_(std::move(root)),
       socket_path_(ShortSocketPath()),
       address_(absl::StrCat("unix:", socket_path_)),
+      admin_address_(
+          absl::StrCat("unix:", socket_path_.substr(0, socket_path_.rfind('/')),
+                       "/admin.sock")),
       flags_(std::move(flags)),
       env_(std::move(env)) {}
 
@@ -181,12 +184,14 @@ DaemonProcess::DaemonProcess(const DaemonProcess& other)
     : root_(other.root_),
       socket_path_(other.socket_path_),
       address_(other.address_),
+      admin_address_(other.admin_address_),
       flags_(other.flags_),
       env_(other.env_) {}
 
 DaemonProcess::~DaemonProcess() {
   process_.reset();
   unlink(socket_path_.c_str());
+  unlink(admin_address_.substr(5).c_str());
   rmdir(socket_path_.substr(0, socket_path_.rfind('/')).c_str());
 }
 
@@ -197,9 +202,15 @@ std::vector<std::string> DaemonProcess::Argv() const {
       "--hlo_cache_dir=" + root_ + "/hlo",
       "--local_dir=" + root_ + "/local",
       "--address=" + address_,
+      "--admin_address=" + admin_address_,
   };
   argv.insert(argv.end(), flags_.begin(), flags_.end());
   return argv;
+}
+
+std::vector<std::string> DaemonProcess::NeffctlArgv() const {
+  return {Runfile("client/neffctl"), "--address=" + address_,
+          "--admin_address=" + admin_address_};
 }
 
 bool DaemonProcess::Start() {

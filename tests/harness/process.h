@@ -79,7 +79,8 @@ absl::Status PublishInline(
 class DaemonProcess {
  public:
   // Runs neffd with --cache_dir={root}/neff --hlo_cache_dir={root}/hlo
-  // --local_dir={root}/local --address=unix:{a short /tmp path} plus `flags`.
+  // --local_dir={root}/local --address=unix:{a short /tmp dir}/neffd.sock
+  // --admin_address=unix:{the same dir}/admin.sock plus `flags`.
   // `flags` come after the defaults and so override them; `env` entries
   // ("NAME=value") are added to the daemon's environment.
   DaemonProcess(std::string root, std::vector<std::string> flags = {},
@@ -100,14 +101,20 @@ class DaemonProcess {
   const std::string& root() const { return root_; }
   const std::string& address() const { return address_; }
   const std::string& socket_path() const { return socket_path_; }
+  // The operators' socket (evict, gc, import, drain, undrain, stats -z).
+  const std::string& admin_address() const { return admin_address_; }
   std::string neff_dir() const { return root_ + "/neff"; }
   std::string local_dir() const { return root_ + "/local"; }
   std::unique_ptr<v1::CompileCache::Stub> NewStub() const;
+  // neffctl with --address and --admin_address of this daemon, to which
+  // callers append the command.
+  std::vector<std::string> NeffctlArgv() const;
 
  private:
   std::string root_;
   std::string socket_path_;
   std::string address_;
+  std::string admin_address_;
   std::vector<std::string> flags_;
   std::vector<std::string> env_;
   std::unique_ptr<Process> process_;

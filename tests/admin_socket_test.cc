@@ -1,0 +1,135 @@
+// Two sockets (issue 19): the ranks' socket serves CompileCache and the
+// read-only operator calls; the calls that change the cache (evict, gc,
+// import, drain, undrain, stats -z) are served only on the admin socket,
+// 0600 unless --admin_group is given. neffctl sends them there; sent to the
+// ranks' socket they are refused with exit 4 and a message naming the admin
+// socket. Both sockets answer reflection (grpcurl).
+#include <sys/stat.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/harness/process.h"
+
+namespace neffd::test_support {
+namespace {
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+class AdminSocketTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = TestTempDir();
+    daemon_ = std::make_unique<DaemonProcess>(root_);
+    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
+    WriteFile(root_ + "/model.neff", "NEFF");
+    ASSERT_EQ(Ctl({"put", "neff", "k1", root_ + "/model.neff"}).exit_code, 0);
+  }
+
+  // neffctl as an operator: both sockets known.
+  CommandResult Ctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = daemon_->NeffctlArgv();
+    argv.push_back("--compiler_version=2.19.1");
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  // neffctl as a rank that aims a mutating command at the socket it can
+  // open, the ranks' socket.
+  CommandResult RankCtl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {
+        Runfile("client/neffctl"), "--address=" + daemon_->address(),
+        "--admin_address=" + daemon_->address(), "--compiler_version=2.19.1"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  std::string root_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(AdminSocketTest, SocketsAreCreatedWithTheirModes) {
+  EXPECT_EQ(ModeOf(daemon_->socket_path()), 0660u);
+  EXPECT_EQ(ModeOf(daemon_->admin_address().substr(5)), 0600u);
+}
+
+TEST_F(AdminSocketTest, MutatingCommandsOnTheRanksSocketAreRefused) {
+  const std::vector<std::vector<std::string>> mutating = {
+      {"evict", "neff", "k1"},
+      {"gc", "--max-size=1"},
+      {"drain"},
+      {"undrain"},
+      {"import", root_ + "/neff"},
+      {"stats", "-z"},
+  };
+  for (const std::vector<std::string>& command : mutating) {
+    CommandResult r = RankCtl(command);
+    EXPECT_EQ(r.exit_code, 4) << command[0] << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED") ||
+                absl::StrContains(r.err, "served only on the admin socket"))
+        << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, daemon_->admin_address())) << r.err;
+  }
+  // Nothing changed: the entry is still served and the daemon not drained.
+  EXPECT_EQ(Ctl({"lookup", "neff", "k1"}).exit_code, 0);
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+  // The read-only calls are open to ranks.
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"stats"},
+                                             {"ls"},
+                                             {"show", "neff", "k1"},
+                                             {"locks"},
+                                             {"config"},
+                                             {"health"},
+                                             {"verify"}}) {
+    CommandResult r = RankCtl(command);
+    EXPECT_EQ(r.exit_code, 0) << command[0] << ": " << r.err;
+  }
+}
+
+TEST_F(AdminSocketTest, MutatingCommandsWorkThroughTheAdminSocket) {
+  CommandResult drain = Ctl({"drain"});
+  EXPECT_EQ(drain.exit_code, 0) << drain.err;
+  EXPECT_EQ(Ctl({"health"}).exit_code, 1);
+  EXPECT_EQ(Ctl({"undrain"}).exit_code, 0);
+  EXPECT_EQ(Ctl({"stats", "-z"}).exit_code, 0);
+  CommandResult evict = Ctl({"evict", "neff", "k1"});
+  EXPECT_EQ(evict.exit_code, 0) << evict.err;
+  EXPECT_EQ(Ctl({"lookup", "neff", "k1"}).exit_code, 1);
+}
+
+TEST_F(AdminSocketTest, AnUnreachableAdminSocketIsExitThree) {
+  const std::string nobody = daemon_->socket_path() + ".nobody";
+  CommandResult r =
+      RunCommand({Runfile("client/neffctl"), "--address=" + daemon_->address(),
+                  "--admin_address=unix:" + nobody, "drain"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, nobody)) << r.err;
+}
+
+TEST_F(AdminSocketTest, BothSocketsServeReflectionAndHealth) {
+  for (const std::string& socket :
+       {daemon_->socket_path(), daemon_->admin_address().substr(5)}) {
+    CommandResult list =
+        RunCommand({"/usr/bin/python3", Runfile("tests/grpcurl.py"),
+                    "-plaintext", "-unix", socket, "list"});
+    EXPECT_EQ(list.exit_code, 0) << list.err;
+    EXPECT_TRUE(absl::StrContains(list.out, "neffd.v1.CacheAdmin")) << socket;
+    EXPECT_TRUE(absl::StrContains(list.out, "grpc.health.v1.Health")) << socket;
+  }
+  CommandResult refused = RunCommand(
+      {"/usr/bin/python3", Runfile("tests/grpcurl.py"), "-plaintext", "-unix",
+       daemon_->socket_path(), "neffd.v1.CacheAdmin/Drain"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_TRUE(
+      absl::StrContains(refused.out + refused.err, "PermissionDenied") ||
+      absl::StrContains(refused.out + refused.err, "PERMISSION_DENIED"))
+      << refused.out << refused.err;
+}
+
+}  // namespace
+}  // namespace neffd::test_support
