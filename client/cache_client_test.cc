@@ -413,5 +413,23 @@ TEST_F(CacheClientTest, DeriveKeyUsesTheConfiguredTargetAndMode) {
             *base->DeriveKey("HloModule b", "", "1.0", "trn2", "graph-1"));
 }
 
+// Issue 19: a lock directory this user cannot use is no lock that excludes
+// nothing: the rank compiles for itself, says why, and publishes nothing.
+TEST_F(CacheClientTest, AnUnusableLockDirectoryCompilesUncachedWithAWarning) {
+  std::filesystem::create_directories(root_ + "/local");
+  WriteFile(root_ + "/local/locks", "not a directory");
+  auto client = NewClient();
+  absl::StatusOr<CacheResult> got =
+      client->GetOrCompile("neff", "1.0", "abc123", Writes("NEFF bytes"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->source, CacheResult::Source::kUncached);
+  EXPECT_EQ(ReadFile(got->path), "NEFF bytes");
+  EXPECT_FALSE(Exists(EntryDir("abc123") + "/model.done"));
+  ASSERT_FALSE(warnings_.empty());
+  EXPECT_TRUE(absl::StrContains(warnings_.back(),
+                                "lock directory " + root_ + "/local/locks"))
+      << warnings_.back();
+}
+
 }  // namespace
 }  // namespace neffd

@@ -54,14 +54,17 @@ std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) {
   return context;
 }
 
-// Staged names: "{key prefix}.{pid}.{n}.staged", a valid daemon token.
+// Staged names: "{key prefix}.{pid}.{n}-{64 random bits}.staged", a valid
+// daemon token that no other user of the shared staging dir can predict
+// (and so squat on, O_EXCL refusing to follow).
 std::string StagedPrefix(const EntryKey& id) {
   return absl::StrCat(id.key().substr(0, 64), ".");
 }
 
 std::string StagedName(const EntryKey& id) {
   static std::atomic<uint64_t> counter{0};
-  return absl::StrCat(StagedPrefix(id), getpid(), ".", counter++, ".staged");
+  return absl::StrCat(StagedPrefix(id), getpid(), ".", counter++, "-",
+                      RandomHex(8), ".staged");
 }
 
 // Removes this key's staged files whose writer (pid in the name) is gone.
@@ -200,7 +203,7 @@ class DaemonBackend::DaemonLease : public Lease {
         absl::StrCat(lease_.staging_dir(), "/", StagedName(id_));
     UniqueFd out(open(staged.c_str(),
                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                      0644));
+                      0640));
     if (!out.valid()) return absl::ErrnoToStatus(errno, "staging " + staged);
     absl::StatusOr<uint64_t> copied =
         CopyFileContents(in.get(), out.get(), path);

@@ -18,6 +18,7 @@
 #include "store/counting_env.h"
 #include "store/digest.h"
 #include "store/file_util.h"
+#include "store/lock_paths.h"
 #include "store/store.h"
 #include "store/testing/fault_injection_env.h"
 #include "store/testing/manual_clock_env.h"
@@ -33,7 +34,7 @@ class EnvTest : public ::testing::Test {
   void SetUp() override { dir_ = test_support::TestTempDir(); }
 
   std::string dir_;
-  Env *const env_ = Env::Default();
+  Env* const env_ = Env::Default();
 };
 
 TEST_F(EnvTest, ErrorsNameTheCallTheFileAndKeepTheErrnosCode) {
@@ -78,6 +79,37 @@ TEST_F(EnvTest, MakeDirsCreatesTheChainAndRefusesAFileInTheWay) {
   absl::Status blocked = MakeDirs(dir_ + "/file", 0755, &counted);
   EXPECT_TRUE(absl::IsFailedPrecondition(blocked)) << blocked;
   EXPECT_TRUE(absl::StrContains(blocked.message(), dir_ + "/file"));
+}
+
+// Issue 19: directories the daemon and the ranks share keep group write and
+// setgid whatever the umask of whoever made them, and lock files are 0660.
+TEST_F(EnvTest, GroupDirsAndLockFilesGetTheirModesWhateverTheUmask) {
+  const mode_t old_umask = umask(027);
+  const std::string deep = dir_ + "/shared/x/y";
+  absl::Status made = MakeGroupDirs(deep, kSharedDirMode, env_);
+  const EntryKey id = *EntryKey::Parse("neff", "2.19", "k");
+  absl::StatusOr<UniqueFd> lock = OpenLockFile(dir_ + "/locks", id, env_);
+  umask(old_umask);
+  ASSERT_TRUE(made.ok()) << made;
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  auto mode = [](const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
+  };
+  EXPECT_EQ(mode(dir_ + "/shared"), 02775u);
+  EXPECT_EQ(mode(deep), 02775u);
+  EXPECT_EQ(mode(dir_ + "/locks/neff/2.19"), 02770u);
+  EXPECT_EQ(mode(LockFilePath(dir_ + "/locks", id)), 0660u);
+}
+
+TEST_F(EnvTest, AnUnusableLockDirectoryIsAnErrorNamingIt) {
+  std::ofstream(dir_ + "/locks") << "not a directory";
+  const EntryKey id = *EntryKey::Parse("neff", "2.19", "k");
+  absl::StatusOr<UniqueFd> lock = OpenLockFile(dir_ + "/locks", id, env_);
+  ASSERT_FALSE(lock.ok());
+  EXPECT_TRUE(absl::StrContains(lock.status().message(),
+                                "lock directory " + dir_ + "/locks"))
+      << lock.status();
 }
 
 TEST_F(EnvTest, RemoveTreeRemovesEverythingButFollowsNoSymlink) {

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include "absl/random/random.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "openssl/rand.h"
 
 namespace neffd {
 
@@ -16,7 +18,11 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what,
   return env->Write(fd, what, data);
 }
 
-absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
+namespace {
+
+// mkdir -p; with `exact`, each directory it creates is chmod'ed to `mode`.
+absl::Status MakeDirsWithMode(const std::string &path, int mode, bool exact,
+                              Env *env) {
   if (path.empty()) return absl::InvalidArgumentError("empty directory path");
   absl::Status made = env->Mkdir(path, mode);
   if (absl::IsNotFound(made)) {
@@ -26,13 +32,14 @@ absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
                            ? std::string::npos
                            : path.find_last_not_of('/', last);
     if (end == std::string::npos) return made;  // no parent left to make
-    if (absl::Status s = MakeDirs(path.substr(0, end + 1), mode, env);
+    if (absl::Status s =
+            MakeDirsWithMode(path.substr(0, end + 1), mode, exact, env);
         !s.ok()) {
       return s;
     }
     made = env->Mkdir(path, mode);
   }
-  if (made.ok()) return made;
+  if (made.ok()) return exact ? ChmodDir(path, mode, env) : made;
   if (!absl::IsAlreadyExists(made)) return made;
   struct stat st;
   if (absl::Status s = env->Stat(path, &st); !s.ok()) return s;
@@ -41,6 +48,34 @@ absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
         absl::StrCat(path, " exists and is not a directory"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
+  return MakeDirsWithMode(path, mode, /*exact=*/false, env);
+}
+
+absl::Status MakeGroupDirs(const std::string &path, int mode, Env *env) {
+  return MakeDirsWithMode(path, mode, /*exact=*/true, env);
+}
+
+absl::Status ChmodDir(const std::string &path, int mode, Env *env) {
+  absl::StatusOr<UniqueFd> dir =
+      env->Open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (!dir.ok()) return dir.status();
+  return env->Chmod(dir->get(), path, mode);
+}
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char *>(raw.data()),
+                 static_cast<int>(bytes)) != 1) {
+    // OpenSSL's generator failed (no entropy): still unique per process.
+    thread_local absl::BitGen bits;
+    for (char &c : raw) c = static_cast<char>(absl::Uniform<uint8_t>(bits));
+  }
+  return absl::BytesToHexString(raw);
 }
 
 std::string UniqueTempName(absl::string_view base, absl::string_view host) {

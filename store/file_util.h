@@ -33,6 +33,34 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what,
 absl::Status MakeDirs(const std::string &path, int mode = 0755,
                       Env *env = Env::Default());
 
+// The modes of directories that the daemon (the service user) and the ranks
+// (users of its group) must each be able to create and use
+// (docs/SECURITY.md): group-writable, and setgid so that what is created in
+// them keeps the group whoever creates it.
+//   kSharedDirMode:  the shared store's directories (others may read).
+//   kLocalDirMode:   {local_dir} and its lock directories (others: nothing).
+//   kStagingDirMode: {local_dir}/staging, also sticky: a rank cannot remove
+//                    another's staged file.
+//   kTierDirMode:    {local_dir}/tier, written by the daemon only.
+inline constexpr int kSharedDirMode = 02775;
+inline constexpr int kLocalDirMode = 02770;
+inline constexpr int kStagingDirMode = 03770;
+inline constexpr int kTierDirMode = 02750;
+
+// MakeDirs for directories shared between users: each directory it creates
+// gets exactly `mode` (setgid and group bits included, whatever the umask:
+// mkdir(2) applies the umask and drops setgid).
+absl::Status MakeGroupDirs(const std::string &path, int mode,
+                           Env *env = Env::Default());
+
+// Sets the directory `path` to exactly `mode`.
+absl::Status ChmodDir(const std::string &path, int mode,
+                      Env *env = Env::Default());
+
+// `bytes` random bytes from OpenSSL's CSPRNG, as lowercase hex: a name no
+// other user can predict.
+std::string RandomHex(size_t bytes);
+
 // A name no other process or host will pick: ".{base}.tmp.{host}.{pid}.{rand}".
 std::string UniqueTempName(absl::string_view base, absl::string_view host);
 

@@ -1,10 +1,27 @@
 #include "store/lock_paths.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 
 namespace neffd {
+namespace {
+
+constexpr int kLockFileMode = 0660;
+
+// The error of a lock directory this process cannot use: the key cannot be
+// locked, which callers must not mistake for "held elsewhere".
+absl::Status Unusable(const std::string &locks_dir, const absl::Status &s) {
+  return absl::Status(
+      s.code(),
+      absl::StrCat("lock directory ", locks_dir, " is unusable (", s.message(),
+                   "): it must be group-writable by the daemon's group "
+                   "(mode 2770); no lock can be taken"));
+}
+
+}  // namespace
 
 std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
   return absl::StrCat(locks_dir, "/", NamespaceName(id.ns()), "/",
@@ -14,14 +31,22 @@ std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
 absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
                                       const EntryKey &id, Env *env) {
   const std::string path = LockFilePath(locks_dir, id);
-  constexpr int kFlags = O_CREAT | O_RDWR | O_NOFOLLOW;
-  absl::StatusOr<UniqueFd> fd = env->Open(path, kFlags, 0664);
+  constexpr int kFlags = O_CREAT | O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+  absl::StatusOr<UniqueFd> fd = env->Open(path, kFlags, kLockFileMode);
   if (absl::IsNotFound(fd.status())) {
-    if (absl::Status s = MakeDirs(path.substr(0, path.rfind('/')), 0775, env);
+    if (absl::Status s =
+            MakeGroupDirs(path.substr(0, path.rfind('/')), kLocalDirMode, env);
         !s.ok()) {
-      return s;
+      return Unusable(locks_dir, s);
     }
-    fd = env->Open(path, kFlags, 0664);
+    fd = env->Open(path, kFlags, kLockFileMode);
+  }
+  if (!fd.ok()) return Unusable(locks_dir, fd.status());
+  // The umask may have taken the group's bits off a file made just now.
+  struct stat st;
+  if (env->Fstat(fd->get(), path, &st).ok() && st.st_uid == geteuid() &&
+      (st.st_mode & 0777) != kLockFileMode) {
+    (void)env->Chmod(fd->get(), path, kLockFileMode);
   }
   return fd;
 }

@@ -28,9 +28,12 @@ inline constexpr char kLeaseFileName[] = "model.hlo_module.pb.lock";
 // {locks_dir}/{ns}/{compiler_version}/{key}.lock
 std::string LockFilePath(const std::string &locks_dir, const EntryKey &id);
 
-// Opens the host-local lock file of `id` for flock, creating it (0664) and
-// its directories (0775) as needed through `env`; never follows a symlink at
-// the file. An error names the path.
+// Opens the host-local lock file of `id` for flock, creating it (0660) and
+// its directories (kLocalDirMode: group-writable, setgid, nothing for
+// others, whatever the umask) as needed through `env`, so the daemon and the
+// ranks of its group can each create and lock them; never follows a symlink
+// at the file. The descriptor is read-only: flock needs no more. An error
+// names the path and says what to fix.
 absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
                                       const EntryKey &id,
                                       Env *env = Env::Default());

@@ -23,13 +23,6 @@ int64_t MtimeNs(const struct stat &st) {
          st.st_mtim.tv_nsec;
 }
 
-FileIdentity IdentityOf(const struct stat &st) {
-  return FileIdentity{static_cast<uint64_t>(st.st_ino),
-                      static_cast<uint64_t>(st.st_size), MtimeNs(st),
-                      static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 +
-                          st.st_ctim.tv_nsec};
-}
-
 v1::Entry EntryFromDone(const EntryKey &id, const std::string &path,
                         const v1::DoneRecord &done) {
   v1::Entry entry;
@@ -47,13 +40,21 @@ v1::Entry EntryFromDone(const EntryKey &id, const std::string &path,
 
 }  // namespace
 
+FileIdentity IdentityOf(const struct stat &st) {
+  return FileIdentity{static_cast<uint64_t>(st.st_ino),
+                      static_cast<uint64_t>(st.st_size), MtimeNs(st),
+                      static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 +
+                          st.st_ctim.tv_nsec};
+}
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(
     const StoreOptions &options) {
   if (options.root.empty() || options.root[0] != '/') {
     return absl::InvalidArgumentError(absl::StrCat(
         "cache root '", options.root, "' must be an absolute path"));
   }
-  if (absl::Status s = MakeDirs(options.root, 0755, options.env); !s.ok()) {
+  if (absl::Status s = MakeGroupDirs(options.root, kSharedDirMode, options.env);
+      !s.ok()) {
     return s;
   }
   if (absl::Status s = options.env->Access(options.root, W_OK | X_OK);
@@ -226,7 +227,8 @@ absl::StatusOr<PublishResult> Store::Publish(
   QuarantineOrphan(id, absl::ZeroDuration());
 
   const std::string dir = EntryDir(id);
-  if (absl::Status s = MakeDirs(dir, 0755, &env_); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(dir, kSharedDirMode, &env_); !s.ok())
+    return s;
   const std::string tmp =
       absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
   absl::StatusOr<UniqueFd> out =
@@ -322,7 +324,8 @@ absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
                                                  absl::string_view log) {
   const std::string dir = EntryDir(id);
-  if (absl::Status s = MakeDirs(dir, 0755, &env_); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(dir, kSharedDirMode, &env_); !s.ok())
+    return s;
   if (log.size() > kMaxLogBytes) log = log.substr(log.size() - kMaxLogBytes);
   if (absl::Status s = WriteFileAtomically(dir, kLogName, log, options_.host_id,
                                            /*durable=*/true, &env_);
@@ -377,7 +380,7 @@ void Store::QuarantineOrphan(const EntryKey &id, absl::Duration grace) {
   // Only the artifact moves: the directory may hold the caller's lease file.
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
   const std::string target = QuarantineTarget(id);
-  if (!MakeDirs(qdir, 0755, &env_).ok() ||
+  if (!MakeGroupDirs(qdir, kSharedDirMode, &env_).ok() ||
       !env_.Rename(ArtifactPath(id), target).ok()) {
     return;
   }
@@ -399,7 +402,8 @@ absl::Status Store::Damaged(const EntryKey &id, absl::string_view reason,
 absl::StatusOr<std::string> Store::Quarantine(const EntryKey &id,
                                               absl::string_view reason) {
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
-  if (absl::Status s = MakeDirs(qdir, 0755, &env_); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(qdir, kSharedDirMode, &env_); !s.ok())
+    return s;
   const std::string target = QuarantineTarget(id);
   if (absl::Status s = env_.Rename(EntryDir(id), target); !s.ok()) return s;
   (void)WriteFileAtomically(target, "reason", absl::StrCat(reason, "\n"),

@@ -93,6 +93,9 @@ struct FileIdentity {
   }
 };
 
+// The identity of the file `st` describes.
+FileIdentity IdentityOf(const struct stat &st);
+
 struct StoredEntry {
   v1::Entry entry;
   FileIdentity identity;  // of the artifact, as verified

@@ -68,7 +68,8 @@ EntryState Store::Inspect(const EntryKey &id) const {
 
 absl::Status Store::Remove(const EntryKey &id) {
   const std::string trash = absl::StrCat(options_.root, "/.trash");
-  if (absl::Status s = MakeDirs(trash, 0755, &env_); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(trash, kSharedDirMode, &env_); !s.ok())
+    return s;
   const std::string target = absl::StrCat(
       trash, "/", UniqueTempName(id.key(), options_.host_id).substr(1));
   if (absl::Status s = env_.Rename(EntryDir(id), target); !s.ok()) return s;
@@ -93,7 +94,8 @@ absl::Status Store::RemoveLockFile(const EntryKey &id,
 
 absl::StatusOr<absl::Time> Store::FilesystemNow() const {
   const std::string dir = absl::StrCat(options_.root, "/.neffd");
-  if (absl::Status s = MakeDirs(dir, 0755, &env_); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(dir, kSharedDirMode, &env_); !s.ok())
+    return s;
   const std::string path = absl::StrCat(dir, "/clock.", options_.host_id);
   absl::StatusOr<UniqueFd> fd = env_.Open(path, O_WRONLY | O_CREAT, 0644);
   if (!fd.ok()) return fd.status();

@@ -52,9 +52,14 @@ class AdminSocketTest : public ::testing::Test {
   std::unique_ptr<DaemonProcess> daemon_;
 };
 
-TEST_F(AdminSocketTest, SocketsAreCreatedWithTheirModes) {
+TEST_F(AdminSocketTest, SocketsAndLocalDirsGiveOthersNothing) {
   EXPECT_EQ(ModeOf(daemon_->socket_path()), 0660u);
   EXPECT_EQ(ModeOf(daemon_->admin_address().substr(5)), 0600u);
+  // Group-writable and setgid for the ranks' group, nothing for others;
+  // staging is sticky too, the tier read-only for the group.
+  EXPECT_EQ(ModeOf(daemon_->local_dir() + "/locks"), 02770u);
+  EXPECT_EQ(ModeOf(daemon_->local_dir() + "/staging"), 03770u);
+  EXPECT_EQ(ModeOf(daemon_->local_dir() + "/tier"), 02750u);
 }
 
 TEST_F(AdminSocketTest, MutatingCommandsOnTheRanksSocketAreRefused) {

@@ -69,7 +69,7 @@ class FileLocks : public ExternalLocks {
       absl::StatusOr<UniqueFd> lease =
           shared->Open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
       if (absl::IsNotFound(lease.status())) {
-        if (!MakeDirs(dir, 0755, shared).ok()) return nullptr;
+        if (!MakeGroupDirs(dir, kSharedDirMode, shared).ok()) return nullptr;
         continue;
       }
       if (lease.ok()) {

@@ -177,16 +177,29 @@ struct Daemon::Parts {
 };
 
 absl::Status Daemon::Parts::PrepareLocalDir() {
-  if (absl::Status s = MakeDirs(options.local_dir); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(options.local_dir, kLocalDirMode);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CheckLocalFilesystem(options.local_dir); !s.ok()) {
     return s;
   }
-  for (const std::string &dir : {staging_dir(), locks_dir()}) {
-    if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  // The ranks' group may create lock files and stage outputs, and read the
+  // tier; other users get nothing (docs/SECURITY.md). Set on every start,
+  // so a directory made by an older neffd (staging was 01777) is closed.
+  const std::pair<std::string, int> dirs[] = {
+      {locks_dir(), kLocalDirMode},
+      {staging_dir(), kStagingDirMode},
+      {options.local_dir + "/tier", kTierDirMode}};
+  for (const auto &[dir, mode] : dirs) {
+    if (absl::Status s = MakeGroupDirs(dir, mode); !s.ok()) return s;
+    if (absl::Status s =
+            RestrictToGroup(dir, mode, options.socket_group,
+                            /*group_required=*/false, "--socket_group");
+        !s.ok()) {
+      return s;
+    }
   }
-  // Ranks of any user stage files here; the sticky bit keeps them from
-  // removing each other's.
-  chmod(staging_dir().c_str(), 01777);
   return absl::OkStatus();
 }
 
@@ -370,8 +383,8 @@ absl::Status Daemon::Parts::StartServers(
   if (std::string path = UnixPath(options.admin_address); !path.empty()) {
     const bool grouped = !options.admin_group.empty();
     if (absl::Status s =
-            RestrictSocket(path, grouped ? 0660 : 0600, options.admin_group,
-                           grouped, "--admin_group");
+            RestrictToGroup(path, grouped ? 0660 : 0600, options.admin_group,
+                            grouped, "--admin_group");
         !s.ok()) {
       return s;
     }
@@ -383,8 +396,8 @@ absl::Status Daemon::Parts::StartServers(
   if (std::string path = UnixPath(options.address); !path.empty()) {
     // A missing group leaves the socket to the service user's group: root
     // and that group can still connect, and the operator sees the mode.
-    return RestrictSocket(path, 0660, options.socket_group,
-                          /*group_required=*/false, "--socket_group");
+    return RestrictToGroup(path, 0660, options.socket_group,
+                           /*group_required=*/false, "--socket_group");
   }
   return absl::OkStatus();
 }

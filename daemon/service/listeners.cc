@@ -120,23 +120,34 @@ absl::Status PrepareSocketPath(const std::string& address) {
   return absl::OkStatus();
 }
 
-absl::Status RestrictSocket(const std::string& path, mode_t mode,
-                            const std::string& group, bool group_required,
-                            absl::string_view flag) {
+absl::Status RestrictToGroup(const std::string& path, mode_t mode,
+                             const std::string& group, bool group_required,
+                             absl::string_view flag) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  }
+  if (st.st_uid != geteuid() && geteuid() != 0) {
+    if ((st.st_mode & 07) == 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " belongs to uid ", st.st_uid,
+        " and is open to other users; remove it or chmod o-rwx it"));
+  }
+  if (!group.empty()) {
+    struct group* g = getgrnam(group.c_str());
+    if (g == nullptr && group_required) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " ", group, ": no such group"));
+    }
+    if (g != nullptr && chown(path.c_str(), -1, g->gr_gid) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("chown ", path, " to group ", group, " (", flag,
+                              "): the service user must be a member"));
+    }
+  }
+  // After chown, which may clear the setgid bit.
   if (chmod(path.c_str(), mode) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", path));
-  }
-  if (group.empty()) return absl::OkStatus();
-  struct group* g = getgrnam(group.c_str());
-  if (g == nullptr) {
-    if (!group_required) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " ", group, ": no such group"));
-  }
-  if (chown(path.c_str(), -1, g->gr_gid) != 0) {
-    return absl::ErrnoToStatus(
-        errno, absl::StrCat("chown ", path, " to group ", group, " (", flag,
-                            "): the service user must be a member"));
   }
   return absl::OkStatus();
 }

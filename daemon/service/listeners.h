@@ -59,12 +59,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(
 // stale one, not another daemon's). AlreadyExists naming the socket.
 absl::Status PrepareSocketPath(const std::string& address);
 
-// Sets the socket at `path` to `mode` and, when `group` is non-empty and
-// exists, to that group. With `group_required`, a group that does not exist
-// is an InvalidArgument naming `flag`.
-absl::Status RestrictSocket(const std::string& path, mode_t mode,
-                            const std::string& group, bool group_required,
-                            absl::string_view flag);
+// Sets the socket or directory at `path` to `group` (when non-empty and it
+// exists) and then to exactly `mode`. With `group_required`, a group that
+// does not exist is an InvalidArgument naming `flag`. A directory another
+// user made (a rank, in fallback mode) is accepted if it already gives
+// others nothing; else FailedPrecondition naming it.
+absl::Status RestrictToGroup(const std::string& path, mode_t mode,
+                             const std::string& group, bool group_required,
+                             absl::string_view flag);
 
 }  // namespace neffd
 

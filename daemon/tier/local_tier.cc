@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,12 @@
 #include "store/file_util.h"
 
 namespace neffd {
+namespace {
+
+// The daemon's own, read-only for it and the ranks' group.
+constexpr int kTierFileMode = 0440;
+
+}  // namespace
 
 struct LocalTier::Filling {
   absl::Notification done;
@@ -25,7 +32,8 @@ LocalTier::~LocalTier() {
 
 absl::StatusOr<std::unique_ptr<LocalTier>> LocalTier::Open(
     LocalTierOptions options) {
-  if (absl::Status s = MakeDirs(options.dir, 0755, options.env); !s.ok()) {
+  if (absl::Status s = MakeGroupDirs(options.dir, kTierDirMode, options.env);
+      !s.ok()) {
     return s;
   }
   if (options.capacity_bytes == 0) {
@@ -54,26 +62,42 @@ v1::Entry LocalTier::Localized(const v1::Entry& entry,
   return local;
 }
 
+FileIdentity LocalTier::IdentityOf(const std::string& name) const {
+  struct stat st;
+  if (!options_.env->Lstat(absl::StrCat(options_.dir, "/", name), &st).ok()) {
+    return FileIdentity{};
+  }
+  return ::neffd::IdentityOf(st);
+}
+
 std::optional<bool> LocalTier::Touch(const std::string& name) {
+  const FileIdentity now = IdentityOf(name);
   absl::MutexLock lock(&mu_);
   auto it = files_.find(name);
   if (it == files_.end()) return std::nullopt;
   it->second->handed_out = options_.env->Now();
   lru_.splice(lru_.end(), lru_, it->second);
+  if (it->second->verified && !(it->second->identity == now)) {
+    it->second->verified = false;  // changed since it was hashed
+  }
   return it->second->verified;
 }
 
 void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out,
                       bool verified) {
+  const FileIdentity identity = verified ? IdentityOf(name) : FileIdentity{};
   absl::MutexLock lock(&mu_);
   if (auto it = files_.find(name); it != files_.end()) {
-    it->second->verified = it->second->verified || verified;
+    if (verified) {
+      it->second->verified = true;
+      it->second->identity = identity;
+    }
     return;
   }
   const absl::Time when =
       handed_out ? options_.env->Now() : absl::InfinitePast();
   auto at = handed_out ? lru_.end() : lru_.begin();
-  files_[name] = lru_.insert(at, File{name, size, when, verified});
+  files_[name] = lru_.insert(at, File{name, size, when, verified, identity});
   used_ += size;
   EvictOverCapacity();
 }
@@ -157,29 +181,35 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
   return Localized(entry, name);
 }
 
-absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
+absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry,
+                             const std::string& source) {
   Env* const env = options_.env;
-  absl::StatusOr<UniqueFd> in = env->Open(entry.path(), O_RDONLY | O_NOFOLLOW);
+  const std::string& from = source.empty() ? entry.path() : source;
+  // A /proc/self/fd link names the open file itself: it must be followed.
+  absl::StatusOr<UniqueFd> in =
+      env->Open(from, source.empty() ? O_RDONLY | O_NOFOLLOW : O_RDONLY);
   if (!in.ok()) return in.status();
   const std::string path = absl::StrCat(options_.dir, "/", name);
   const std::string dir = path.substr(0, path.rfind('/'));
-  if (absl::Status s = MakeDirs(dir, 0755, env); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(dir, kTierDirMode, env); !s.ok()) {
+    return s;
+  }
   const std::string tmp = absl::StrCat(
       dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "tier"));
   absl::StatusOr<UniqueFd> out =
-      env->Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+      env->Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, kTierFileMode);
   if (!out.ok()) return out.status();
   absl::StatusOr<CopyResult> copied =
-      CopyAndHash(in->get(), out->get(), entry.path(), {env, tmp});
+      CopyAndHash(in->get(), out->get(), from, {env, tmp});
   absl::Status status;
   if (!copied.ok()) {
     status = copied.status();
   } else {
-    filled_bytes_ += copied->size;
+    if (source.empty()) filled_bytes_ += copied->size;
     if (copied->size != entry.size() || copied->sha256 != entry.sha256()) {
       status = absl::DataLossError(
-          absl::StrCat(entry.path(), " no longer matches its sha256 (",
-                       copied->sha256, " != ", entry.sha256(), ")"));
+          absl::StrCat(from, " no longer matches its sha256 (", copied->sha256,
+                       " != ", entry.sha256(), ")"));
     } else {
       status = env->Rename(tmp, path);
     }
@@ -203,19 +233,33 @@ bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
   const std::string tmp = absl::StrCat(
       dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "adopt"));
   Env* const env = options_.env;
-  if (!MakeDirs(dir, 0755, env).ok() || !env->Rename(staged_path, tmp).ok()) {
+  struct stat verified, renamed;
+  if (!env->Fstat(staged_fd, staged_path, &verified).ok()) {
     (void)env->Unlink(staged_path);
     return false;
   }
-  struct stat verified, renamed;
-  if (!env->Fstat(staged_fd, staged_path, &verified).ok() ||
-      !env->Lstat(tmp, &renamed).ok() || verified.st_dev != renamed.st_dev ||
+  if (verified.st_uid != geteuid()) {
+    // Another user's file, which its owner could rewrite or chmod later:
+    // the tier gets the daemon's own copy of the verified inode (through
+    // the fd, not the name, with a fresh offset), hashed as it is copied.
+    const bool copied =
+        Fill(name, entry, absl::StrCat("/proc/self/fd/", staged_fd)).ok();
+    (void)env->Unlink(staged_path);
+    if (copied) Admit(name, entry.size(), /*handed_out=*/true, true);
+    return copied;
+  }
+  if (!MakeGroupDirs(dir, kTierDirMode, env).ok() ||
+      !env->Rename(staged_path, tmp).ok()) {
+    (void)env->Unlink(staged_path);
+    return false;
+  }
+  if (!env->Lstat(tmp, &renamed).ok() || verified.st_dev != renamed.st_dev ||
       verified.st_ino != renamed.st_ino || renamed.st_nlink != 1 ||
       !env->Rename(tmp, path).ok()) {
     (void)env->Unlink(tmp);
     return false;
   }
-  (void)env->Chmod(staged_fd, path, 0444);
+  (void)env->Chmod(staged_fd, path, kTierFileMode);
   Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
   return true;
 }

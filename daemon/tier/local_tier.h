@@ -17,6 +17,12 @@
 //     out files; a file handed out within `pin` is never evicted, so a rank
 //     that got a path has that long to open it (once open, removal cannot
 //     hurt it: the inode lives until closed).
+//   - Tier files belong to the daemon (0440 in a 2750 directory: the ranks'
+//     group reads them, nobody writes them). A staged file of another user
+//     is never adopted: the tier gets the daemon's own copy of it, hashed
+//     as it is copied. Each file's identity (inode, size, mtime, ctime) is
+//     recorded when it is verified and compared (one lstat) at every
+//     hand-out; a file whose identity changed is hashed again first.
 //   - After a restart every file in the tier was complete when it got its
 //     name, but a power loss may have torn it (tier files are never
 //     fsynced: they are copies), so each is hashed once more before its
@@ -46,6 +52,7 @@
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/entry_id.h"
 #include "store/env.h"
+#include "store/store.h"
 
 namespace neffd {
 
@@ -95,19 +102,28 @@ class LocalTier {
     uint64_t size = 0;
     absl::Time handed_out;
     bool verified = true;  // false: from before a restart, not hashed since
+    // What the file was when it was verified; a change means someone
+    // touched it, and it is hashed again before it is handed out.
+    FileIdentity identity;
   };
   struct Filling;
 
   explicit LocalTier(LocalTierOptions options);
   std::string NameFor(const EntryKey& id, const std::string& sha256) const;
-  // Copies the shared artifact into the tier as `name` if it matches.
-  absl::Status Fill(const std::string& name, const v1::Entry& entry);
-  // Records `name` (handed out now, or never when `handed_out` is false).
+  // Copies `source` (default: the shared artifact) into the tier as `name`
+  // (0440) if it matches the entry.
+  absl::Status Fill(const std::string& name, const v1::Entry& entry,
+                    const std::string& source = "");
+  // Records `name` (handed out now, or never when `handed_out` is false);
+  // a verified file's identity is read now.
   void Admit(const std::string& name, uint64_t size, bool handed_out,
              bool verified) ABSL_LOCKS_EXCLUDED(mu_);
   // Marks `name` handed out now; nullopt if the tier does not know it, else
-  // whether it was verified since this process started.
+  // whether it was verified since this process started and is still the
+  // file that was verified.
   std::optional<bool> Touch(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+  // The identity of the tier file `name` now (zero if it cannot be read).
+  FileIdentity IdentityOf(const std::string& name) const;
   // Removes `name` from disk and from the accounting.
   void Drop(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   // True if the file `name` has entry's size and sha256.

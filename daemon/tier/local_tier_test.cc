@@ -1,6 +1,8 @@
 #include "daemon/tier/local_tier.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -204,6 +206,52 @@ TEST_F(LocalTierTest, RefusesAStagedFileWithAnotherHardLink) {
   EXPECT_FALSE(tier->Adopt(id, shared, staged, fd.get()));
   EXPECT_EQ(Read(root_ + "/kept"), "artifact bytes");
   EXPECT_NE(ExpectFilledFromTheStore(*tier, id, shared), root_ + "/kept");
+}
+
+// Issue 19: a rank's staged file stays the rank's; the tier must hold a
+// copy only the daemon can write. Needs root to give the file another owner.
+TEST_F(LocalTierTest, AnotherUsersStagedFileIsCopiedNotAdopted) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root (chown); CI runs as root";
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  const std::string staged = root_ + "/staged";
+  UniqueFd fd = Stage(staged, "artifact bytes");
+  ASSERT_EQ(chown(staged.c_str(), 65534, 65534), 0);  // nobody
+  // The store read the fd to its end, as a publish does.
+  ASSERT_EQ(Read(staged), "artifact bytes");
+  ASSERT_EQ(lseek(fd.get(), 0, SEEK_END), 14);
+  EXPECT_TRUE(tier->Adopt(id, shared, staged, fd.get()));
+  EXPECT_FALSE(fs::exists(staged));
+  absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(Read(got->path()), "artifact bytes");
+  EXPECT_EQ(tier->filled_bytes(), 0u);  // copied from the staged inode
+  struct stat st;
+  ASSERT_EQ(stat(got->path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, geteuid());
+  EXPECT_EQ(st.st_mode & 07777, 0440u);
+  ASSERT_EQ(stat((root_ + "/tier").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 02750u);
+}
+
+TEST_F(LocalTierTest, AFileChangedSinceItWasFilledIsHashedAgain) {
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  absl::StatusOr<v1::Entry> first = tier->Get(id, shared);
+  ASSERT_TRUE(first.ok());
+  // Same size, mtime put back: only the ctime (and the bytes) differ.
+  struct stat before;
+  ASSERT_EQ(stat(first->path().c_str(), &before), 0);
+  chmod(first->path().c_str(), 0640);
+  std::ofstream(first->path(), std::ios::binary) << "forged! bytes!";
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, first->path().c_str(), times, 0), 0);
+  absl::StatusOr<v1::Entry> again = tier->Get(id, shared);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(Read(again->path()), "artifact bytes");
+  EXPECT_EQ(tier->filled_bytes(), 28u);  // refilled, not served as it was
 }
 
 }  // namespace
