@@ -3,8 +3,10 @@
 // import, drain, undrain, stats -z) are served only on the admin socket,
 // 0600 unless --admin_group is given. neffctl sends them there; sent to the
 // ranks' socket they are refused with exit 4 and a message naming the admin
-// socket. Both sockets answer reflection (grpcurl).
+// socket. Both sockets answer reflection (grpcurl). The daemon knows who
+// connected (SO_PEERCRED): a holder on this host is its connection's pid.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -134,6 +136,28 @@ TEST_F(AdminSocketTest, BothSocketsServeReflectionAndHealth) {
       absl::StrContains(refused.out + refused.err, "PermissionDenied") ||
       absl::StrContains(refused.out + refused.err, "PERMISSION_DENIED"))
       << refused.out << refused.err;
+}
+
+TEST(PeerCredentialsTest, ALocalHoldersPidIsTheKernelsNotTheClaim) {
+  DaemonProcess daemon(TestTempDir(), {"--host_id=peer-test-host"});
+  ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
+  auto stub = daemon.NewStub();
+  v1::LockRequest lock;
+  lock.mutable_id()->set_namespace_("neff");
+  lock.mutable_id()->set_compiler_version("2.19.1");
+  lock.mutable_id()->set_key("claimed");
+  lock.mutable_holder()->set_host("peer-test-host");
+  lock.mutable_holder()->set_pid(999999);  // someone else's, or nobody's
+  v1::LockResponse granted;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub->Lock(&context, lock, &granted).ok());
+  ASSERT_EQ(granted.outcome(), v1::LockResponse::GRANTED);
+  CommandResult locks = RunCommand(
+      {Runfile("client/neffctl"), "--address=" + daemon.address(), "locks"});
+  EXPECT_TRUE(absl::StrContains(locks.out,
+                                absl::StrCat("peer-test-host pid ", getpid())))
+      << locks.out;
+  EXPECT_FALSE(absl::StrContains(locks.out, "999999")) << locks.out;
 }
 
 }  // namespace

@@ -208,6 +208,22 @@ expect_exit 0 "neffd-test gc --dry-run" as neffd-test "$S/bin/neffctl" gc \
   --max-size=1 --dry-run
 expect_exit 0 "neffd-test import" as neffd-test "$S/bin/neffctl" import \
   "$S/cache/neff"
+# Who did it, in the kernel's word (SO_PEERCRED), is in the daemon's log.
+grep -q "admin_call.*Drain.*uid=$(id -u neffd-test) " "$S/neffd.err" ||
+  fail "no admin_call log line naming neffd-test's uid: $(grep admin "$S/neffd.err")"
+
+echo "== an inline publish from a uid outside the group is refused"
+echo "HloModule inline" >"$S/inline.hlo" && chmod 0644 "$S/inline.hlo"
+expect_exit 0 "rank-a inline put" as rank-a "$S/bin/neffctl" put hlo inl-a \
+  "$S/inline.hlo" --compiler_version=1
+# A socket opened up by mistake lets the outsider connect; the daemon still
+# knows who it is.
+chmod 0666 "$S/run/neffd.sock" && chmod 0755 "$S/run"
+expect_exit 4 "outsider inline put" as outsider "$S/bin/neffctl" put hlo \
+  inl-o "$S/inline.hlo" --compiler_version=1
+[[ "$LAST_OUT" == *"not in the ranks' group"* ]] ||
+  fail "outsider's inline publish: $LAST_OUT"
+chmod 0660 "$S/run/neffd.sock" && chmod 0750 "$S/run"
 
 echo "== daemon stopped: each key compiles once between the ranks (fallback)"
 stop_daemon

@@ -231,9 +231,11 @@ grpc::Status CacheAdminService::GetLocks(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CacheAdminService::SetDraining(bool draining,
+grpc::Status CacheAdminService::SetDraining(const grpc::ServerContext* context,
+                                            bool draining,
                                             v1::DrainResponse* response) {
-  if (grpc::Status s = CheckMutationAllowed(draining ? "Drain" : "Undrain");
+  if (grpc::Status s =
+          CheckMutationAllowed(context, draining ? "Drain" : "Undrain");
       !s.ok()) {
     return s;
   }
@@ -247,16 +249,16 @@ grpc::Status CacheAdminService::SetDraining(bool draining,
   return grpc::Status::OK;
 }
 
-grpc::Status CacheAdminService::Drain(grpc::ServerContext*,
+grpc::Status CacheAdminService::Drain(grpc::ServerContext* context,
                                       const v1::DrainRequest*,
                                       v1::DrainResponse* response) {
-  return SetDraining(true, response);
+  return SetDraining(context, true, response);
 }
 
-grpc::Status CacheAdminService::Undrain(grpc::ServerContext*,
+grpc::Status CacheAdminService::Undrain(grpc::ServerContext* context,
                                         const v1::DrainRequest*,
                                         v1::DrainResponse* response) {
-  return SetDraining(false, response);
+  return SetDraining(context, false, response);
 }
 
 grpc::Status CacheAdminService::GetConfig(grpc::ServerContext*,
@@ -266,10 +268,11 @@ grpc::Status CacheAdminService::GetConfig(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CacheAdminService::ResetStats(grpc::ServerContext*,
+grpc::Status CacheAdminService::ResetStats(grpc::ServerContext* context,
                                            const v1::ResetStatsRequest*,
                                            v1::Stats* response) {
-  if (grpc::Status s = CheckMutationAllowed("ResetStats"); !s.ok()) return s;
+  if (grpc::Status s = CheckMutationAllowed(context, "ResetStats"); !s.ok())
+    return s;
   const v1::Stats cumulative = options_.cumulative_stats();
   *response = options_.telemetry->SinceReset(cumulative);
   options_.telemetry->Reset(cumulative);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/log/log.h"
 #include "daemon/service/grpc_status.h"
 
 namespace neffd {
@@ -27,8 +28,16 @@ absl::StatusOr<Namespace> ParseNamespaceField(absl::string_view field,
 }
 
 grpc::Status CacheAdminService::CheckMutationAllowed(
-    absl::string_view method) const {
-  if (options_.mutations_only_on.empty()) return grpc::Status::OK;
+    const grpc::ServerContext* context, absl::string_view method) const {
+  const std::optional<PeerCredentials> peer =
+      options_.peers != nullptr ? options_.peers->Find(context->peer())
+                                : std::nullopt;
+  if (options_.mutations_only_on.empty()) {
+    log::Warning("admin_call",
+                 {{"call", method}, {"peer", DescribePeer(peer)}});
+    return grpc::Status::OK;
+  }
+  log::Info("admin_refused", {{"call", method}, {"peer", DescribePeer(peer)}});
   return MakeGrpcStatus(
       grpc::StatusCode::PERMISSION_DENIED,
       absl::StrCat(method,
@@ -38,10 +47,11 @@ grpc::Status CacheAdminService::CheckMutationAllowed(
                    " (neffctl --admin_address), not on the ranks' socket"));
 }
 
-grpc::Status CacheAdminService::Evict(grpc::ServerContext*,
+grpc::Status CacheAdminService::Evict(grpc::ServerContext* context,
                                       const v1::EvictRequest* request,
                                       v1::EvictResponse* response) {
-  if (grpc::Status s = CheckMutationAllowed("Evict"); !s.ok()) return s;
+  if (grpc::Status s = CheckMutationAllowed(context, "Evict"); !s.ok())
+    return s;
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
   if (!id.ok()) return ToGrpcStatus(id.status());
   absl::StatusOr<v1::EvictResponse> evicted = maintenance_->Evict(*id);
@@ -62,10 +72,10 @@ grpc::Status CacheAdminService::Verify(
       }));
 }
 
-grpc::Status CacheAdminService::Gc(grpc::ServerContext*,
+grpc::Status CacheAdminService::Gc(grpc::ServerContext* context,
                                    const v1::GcRequest* request,
                                    v1::GcResponse* response) {
-  if (grpc::Status s = CheckMutationAllowed("Gc"); !s.ok()) return s;
+  if (grpc::Status s = CheckMutationAllowed(context, "Gc"); !s.ok()) return s;
   absl::StatusOr<Namespace> ns =
       ParseNamespaceField("namespace", request->namespace_());
   if (!ns.ok()) return ToGrpcStatus(ns.status());
@@ -89,7 +99,8 @@ grpc::Status CacheAdminService::Gc(grpc::ServerContext*,
 grpc::Status CacheAdminService::Import(
     grpc::ServerContext* context, const v1::ImportRequest* request,
     grpc::ServerWriter<v1::ImportProgress>* writer) {
-  if (grpc::Status s = CheckMutationAllowed("Import"); !s.ok()) return s;
+  if (grpc::Status s = CheckMutationAllowed(context, "Import"); !s.ok())
+    return s;
   const std::string dir = RealPath(request->dir());
   std::optional<Namespace> ns;
   for (Namespace candidate : {Namespace::kNeff, Namespace::kHlo}) {

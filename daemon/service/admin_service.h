@@ -24,6 +24,7 @@
 
 #include "daemon/locks/lock_table.h"
 #include "daemon/service/maintenance.h"
+#include "daemon/service/peer_credentials.h"
 #include "daemon/service/telemetry.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 
@@ -45,6 +46,8 @@ struct AdminOptions {
   // Non-empty: the admin socket's address; every mutating call is refused
   // PERMISSION_DENIED with a message naming it.
   std::string mutations_only_on;
+  // Who calls over a unix socket, for the log line of each mutating call.
+  const PeerRegistry* peers = nullptr;
 };
 
 class CacheAdminService final : public v1::CacheAdmin::Service {
@@ -94,10 +97,13 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
   // Fills `info` for an entry listed from the index.
   void AddIndexed(const EntryKey& id, const v1::IndexRecord& record,
                   v1::EntryInfo* info) const;
-  grpc::Status SetDraining(bool draining, v1::DrainResponse* response);
+  grpc::Status SetDraining(const grpc::ServerContext* context, bool draining,
+                           v1::DrainResponse* response);
   // PERMISSION_DENIED naming the admin socket when this instance serves the
   // ranks' socket, else OK.
-  grpc::Status CheckMutationAllowed(absl::string_view method) const;
+  // Logs who asked (a warning: operators' actions change every host's cache).
+  grpc::Status CheckMutationAllowed(const grpc::ServerContext* context,
+                                    absl::string_view method) const;
 
   Maintenance* const maintenance_;
   Catalog* const catalog_;

@@ -1,7 +1,10 @@
 #include "daemon/service/compile_cache_service.h"
 
+#include <unistd.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/log/log.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/request_validation.h"
 
@@ -144,6 +147,12 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
                                   : options_.default_lock_timeout;
   HolderInfo holder{request->holder().host(), request->holder().pid(),
                     request->holder().rank()};
+  // A holder on this host is watched by its pid: the kernel's, not the
+  // client's claim (docs/SECURITY.md).
+  if (std::optional<PeerCredentials> peer = PeerOf(*context);
+      peer.has_value() && holder.host == options_.host_id) {
+    holder.pid = peer->pid;
+  }
   EntryKey key = *id;
   LockTable::WaiterId waiter = locks_->Acquire(
       key, holder, request->wait(), options_.now() + wait,
@@ -234,12 +243,26 @@ grpc::Status CompileCacheService::KeepAlive(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CompileCacheService::Publish(grpc::ServerContext*,
+grpc::Status CompileCacheService::Publish(grpc::ServerContext* context,
                                           const v1::PublishRequest* request,
                                           v1::PublishResponse* response) {
   absl::StatusOr<EntryKey> id =
       ValidatePublishRequest(*request, limits(), options_.staging_dir);
   if (!id.ok()) return ToGrpcStatus(id.status());
+  const std::optional<PeerCredentials> peer = PeerOf(*context);
+  if (peer.has_value() &&
+      request->content_case() == v1::PublishRequest::kInlineBytes &&
+      !UidInGroup(peer->uid, geteuid(), options_.ranks_group)) {
+    log::Warning("publish_refused",
+                 {{"entry", id->Canonical()}, {"peer", DescribePeer(peer)}});
+    return MakeGrpcStatus(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("inline_bytes: uid ", peer->uid,
+                     " is not in the ranks' group ", options_.ranks_group,
+                     " (--socket_group); only its members publish"));
+  }
+  log::Info("publish_call",
+            {{"entry", id->Canonical()}, {"peer", DescribePeer(peer)}});
   Artifact artifact;
   artifact.lease_id = request->lease_id();
   if (request->content_case() == v1::PublishRequest::kInlineBytes) {
@@ -332,6 +355,12 @@ grpc::Status CompileCacheService::GetStats(grpc::ServerContext*,
                                            v1::Stats* response) {
   *response = telemetry_->SinceReset(CumulativeStats());
   return grpc::Status::OK;
+}
+
+std::optional<PeerCredentials> CompileCacheService::PeerOf(
+    const grpc::ServerContextBase& context) const {
+  if (options_.peers == nullptr) return std::nullopt;
+  return options_.peers->Find(context.peer());
 }
 
 }  // namespace neffd

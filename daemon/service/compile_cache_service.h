@@ -33,6 +33,7 @@
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/publish/publisher.h"
+#include "daemon/service/peer_credentials.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/service/telemetry.h"
 #include "daemon/tier/local_tier.h"
@@ -53,6 +54,13 @@ struct ServiceOptions {
   std::function<absl::Time()> now = [] { return absl::Now(); };
   // Metadata operations made on the shared store so far (for GetStats).
   std::function<uint64_t()> shared_ops = [] { return uint64_t{0}; };
+  // Who is calling over a unix socket (daemon/service/peer_credentials.h);
+  // null: no such calls (an in-process server). With it, a Lock from this
+  // host takes its holder's pid from the kernel, and an inline Publish
+  // from a uid outside `ranks_group` (not root, not the service user) is
+  // refused: such bytes would bypass the staging directory's group check.
+  const PeerRegistry* peers = nullptr;
+  std::string ranks_group;
 };
 
 class CompileCacheService final
@@ -91,6 +99,10 @@ class CompileCacheService final
 
  private:
   class LockReactor;
+
+  // The caller's credentials when it came over a unix socket.
+  std::optional<PeerCredentials> PeerOf(
+      const grpc::ServerContextBase& context) const;
 
   Store& StoreFor(const EntryKey& id) const { return catalog_->StoreFor(id); }
   grpc::Status AnswerLookup(const v1::LookupRequest& request,

@@ -82,6 +82,17 @@ absl::StatusOr<ListenerCredentials> CheckAddresses(
   return ListenerCredentials{*std::move(ranks), *std::move(admin)};
 }
 
+UnixListener::Options SocketOptions(mode_t mode, const std::string &group,
+                                    bool group_required,
+                                    const std::string &group_flag) {
+  UnixListener::Options socket;
+  socket.mode = mode;
+  socket.group = group;
+  socket.group_required = group_required;
+  socket.group_flag = group_flag;
+  return socket;
+}
+
 // The defaults that depend on other options or on the host.
 void FillDerivedDefaults(DaemonOptions &options) {
   if (options.index_dir.empty()) {
@@ -138,7 +149,8 @@ struct Daemon::Parts {
   absl::StatusOr<std::unique_ptr<grpc::Server>> Serve(
       const std::string &address,
       const std::shared_ptr<grpc::ServerCredentials> &credentials,
-      std::initializer_list<grpc::Service *> services);
+      std::initializer_list<grpc::Service *> services,
+      UnixListener::Options socket, std::unique_ptr<UnixListener> *listener);
   void StartPeriodicWork();
 
   // The periodic tasks.
@@ -149,6 +161,8 @@ struct Daemon::Parts {
   std::string locks_dir() const { return options.local_dir + "/locks"; }
 
   DaemonOptions options;
+  // Who connected to the unix sockets (outlives every part that asks).
+  PeerRegistry peers;
   std::unique_ptr<Store> neff_store;
   std::unique_ptr<Store> hlo_store;
   std::unique_ptr<Index> index;
@@ -171,6 +185,9 @@ struct Daemon::Parts {
   std::unique_ptr<CacheAdminService> ranks_admin;
   std::unique_ptr<grpc::Server> server;        // the ranks' socket
   std::unique_ptr<grpc::Server> admin_server;  // the admin socket
+  // The listeners (destroyed before the servers) accept for them.
+  std::unique_ptr<UnixListener> ranks_listener;
+  std::unique_ptr<UnixListener> admin_listener;
   Scheduler scheduler{kTickInterval};
   absl::Time next_watchdog_ping = absl::InfinitePast();
   bool shut_down = false;
@@ -291,6 +308,8 @@ void Daemon::Parts::BuildServices() {
   service_options.default_lock_timeout = options.lock_timeout;
   service_options.max_entry_bytes = options.max_entry_bytes;
   service_options.max_inline_bytes = options.max_inline_bytes;
+  service_options.peers = &peers;
+  service_options.ranks_group = options.socket_group;
   service_options.shared_ops = [this] {
     return neff_store->metadata_ops() + hlo_store->metadata_ops() +
            lease_env->metadata_ops();
@@ -342,6 +361,7 @@ void Daemon::Parts::BuildServices() {
     health.SetDraining(draining);
   };
   admin_options.config = options.config;
+  admin_options.peers = &peers;
   admin_options.gc = [gc = gc.get()](Namespace ns,
                                      const v1::GcRequest &request) {
     return gc->RunNow(ns, request);
@@ -356,10 +376,22 @@ void Daemon::Parts::BuildServices() {
 absl::StatusOr<std::unique_ptr<grpc::Server>> Daemon::Parts::Serve(
     const std::string &address,
     const std::shared_ptr<grpc::ServerCredentials> &credentials,
-    std::initializer_list<grpc::Service *> services) {
+    std::initializer_list<grpc::Service *> services,
+    UnixListener::Options socket, std::unique_ptr<UnixListener> *listener) {
+  socket.path = UnixPath(address);
+  socket.peers = &peers;
+  if (!socket.path.empty()) {
+    absl::StatusOr<std::unique_ptr<UnixListener>> listening =
+        UnixListener::Listen(socket);
+    if (!listening.ok()) return listening.status();
+    *listener = *std::move(listening);
+  }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, credentials, &port);
+  // A unix socket's connections are accepted by the listener, which reads
+  // who connected (SO_PEERCRED) before gRPC gets them.
+  if (socket.path.empty())
+    builder.AddListeningPort(address, credentials, &port);
   for (grpc::Service *service : services) builder.RegisterService(service);
   builder.RegisterService(&health);
   ConfigureServer(builder, options.max_inline_bytes + (1 << 20));
@@ -367,38 +399,34 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> Daemon::Parts::Serve(
   quota.SetMaxThreads(options.max_rpc_threads);
   builder.SetResourceQuota(quota);
   std::unique_ptr<grpc::Server> started = builder.BuildAndStart();
-  if (started == nullptr || (UnixPath(address).empty() && port == 0)) {
+  if (started == nullptr || (socket.path.empty() && port == 0)) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
+  if (*listener != nullptr) (*listener)->Serve(started.get());
   return started;
 }
 
 absl::Status Daemon::Parts::StartServers(
     const ListenerCredentials &credentials) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  absl::StatusOr<std::unique_ptr<grpc::Server>> admin_started =
-      Serve(options.admin_address, credentials.admin, {admin.get()});
+  const bool grouped = !options.admin_group.empty();
+  absl::StatusOr<std::unique_ptr<grpc::Server>> admin_started = Serve(
+      options.admin_address, credentials.admin, {service.get(), admin.get()},
+      SocketOptions(grouped ? 0660 : 0600, options.admin_group, grouped,
+                    "--admin_group"),
+      &admin_listener);
   if (!admin_started.ok()) return admin_started.status();
   admin_server = *std::move(admin_started);
-  if (std::string path = UnixPath(options.admin_address); !path.empty()) {
-    const bool grouped = !options.admin_group.empty();
-    if (absl::Status s =
-            RestrictToGroup(path, grouped ? 0660 : 0600, options.admin_group,
-                            grouped, "--admin_group");
-        !s.ok()) {
-      return s;
-    }
-  }
+  // A missing --socket_group leaves the socket to the service user's
+  // group: root and that group can still connect, and the operator sees
+  // the mode.
   absl::StatusOr<std::unique_ptr<grpc::Server>> ranks_started = Serve(
-      options.address, credentials.ranks, {service.get(), ranks_admin.get()});
+      options.address, credentials.ranks, {service.get(), ranks_admin.get()},
+      SocketOptions(0660, options.socket_group, /*group_required=*/false,
+                    "--socket_group"),
+      &ranks_listener);
   if (!ranks_started.ok()) return ranks_started.status();
   server = *std::move(ranks_started);
-  if (std::string path = UnixPath(options.address); !path.empty()) {
-    // A missing group leaves the socket to the service user's group: root
-    // and that group can still connect, and the operator sees the mode.
-    return RestrictToGroup(path, 0660, options.socket_group,
-                           /*group_required=*/false, "--socket_group");
-  }
   return absl::OkStatus();
 }
 
@@ -492,6 +520,9 @@ void Daemon::Shutdown() {
   p->shut_down = true;
   p->health.Shutdown();
   p->locks->Shutdown();
+  // No new connections; the sockets are removed.
+  p->ranks_listener.reset();
+  p->admin_listener.reset();
   const auto deadline = std::chrono::system_clock::now() +
                         absl::ToChronoSeconds(p->options.shutdown_grace);
   p->server->Shutdown(deadline);
@@ -501,12 +532,6 @@ void Daemon::Shutdown() {
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
   p->WriteMetrics();
-  for (const std::string &address :
-       {p->options.address, p->options.admin_address}) {
-    if (std::string path = UnixPath(address); !path.empty()) {
-      unlink(path.c_str());
-    }
-  }
 }
 
 }  // namespace neffd

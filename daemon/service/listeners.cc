@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/server_posix.h"
 #include "store/file_util.h"
 
 namespace neffd {
@@ -150,6 +152,66 @@ absl::Status RestrictToGroup(const std::string& path, mode_t mode,
     return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", path));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Listen(
+    Options options) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
+  std::unique_ptr<UnixListener> listener(new UnixListener(options, fd));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  options.path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  // PrepareSocketPath made sure nothing live listens here.
+  unlink(options.path.c_str());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("cannot listen on ", options.path));
+  }
+  if (absl::Status s =
+          RestrictToGroup(options.path, options.mode, options.group,
+                          options.group_required, options.group_flag);
+      !s.ok()) {
+    return s;
+  }
+  if (listen(fd, SOMAXCONN) != 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("cannot listen on ", options.path));
+  }
+  return listener;
+}
+
+UnixListener::~UnixListener() {
+  stopping_ = true;
+  if (acceptor_.joinable()) acceptor_.join();
+  close(fd_);
+  unlink(options_.path.c_str());
+}
+
+void UnixListener::Serve(grpc::Server* server) {
+  acceptor_ = std::thread([this, server] { AcceptLoop(server); });
+}
+
+void UnixListener::AcceptLoop(grpc::Server* server) {
+  pollfd ready{fd_, POLLIN, 0};
+  while (!stopping_) {
+    // A short poll so that the destructor never waits long for this thread.
+    if (poll(&ready, 1, 100) <= 0) continue;
+    const int client =
+        accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (client < 0) {
+      // Out of descriptors: the connection waits in the backlog meanwhile.
+      if (errno == EMFILE || errno == ENFILE) usleep(10000);
+      continue;
+    }
+    std::optional<PeerCredentials> peer = ReadPeerCredentials(client);
+    if (!peer.has_value()) {
+      close(client);
+      continue;
+    }
+    options_.peers->Add(client, *peer);
+    grpc::AddInsecureChannelFromFd(server, client);
+  }
 }
 
 }  // namespace neffd

@@ -19,13 +19,17 @@
 #ifndef NEFFD_DAEMON_SERVICE_LISTENERS_H_
 #define NEFFD_DAEMON_SERVICE_LISTENERS_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/service/peer_credentials.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
 
 namespace neffd {
 
@@ -67,6 +71,40 @@ absl::Status PrepareSocketPath(const std::string& address);
 absl::Status RestrictToGroup(const std::string& path, mode_t mode,
                              const std::string& group, bool group_required,
                              absl::string_view flag);
+
+// A unix socket the daemon listens on itself, so that it knows who
+// connected (daemon/service/peer_credentials.h): bound, given its mode and
+// group before listen() (no moment in which anyone else could connect),
+// then each accepted connection's SO_PEERCRED is recorded in the registry
+// and the descriptor handed to a started gRPC server. Stops accepting and
+// removes the socket when destroyed (before the server shuts down).
+class UnixListener {
+ public:
+  struct Options {
+    std::string path;
+    mode_t mode = 0660;
+    std::string group;  // see RestrictToGroup
+    bool group_required = false;
+    std::string group_flag;
+    PeerRegistry* peers = nullptr;  // not owned
+  };
+  // Binds and listens; errors name the socket.
+  static absl::StatusOr<std::unique_ptr<UnixListener>> Listen(Options options);
+  ~UnixListener();
+
+  // Accepts connections for `server` (started, outliving this) on a thread.
+  void Serve(grpc::Server* server);
+
+ private:
+  UnixListener(Options options, int fd)
+      : options_(std::move(options)), fd_(fd) {}
+  void AcceptLoop(grpc::Server* server);
+
+  const Options options_;
+  const int fd_;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+};
 
 }  // namespace neffd
 
