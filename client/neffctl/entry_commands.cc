@@ -84,9 +84,9 @@ int Ctl::PublishStaged(const EntryKey& id, const v1::Lease& lease,
   } else {
     staged = absl::StrCat(lease.staging_dir(), "/",
                           UniqueTempName(id.key(), "neffctl").substr(1));
-    UniqueFd out(
-        open(staged.c_str(),
-             O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640));
+    UniqueFd out(open(staged.c_str(),
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0640));
     if (!out.valid()) {
       return Complain(
           kFailed, absl::ErrnoToStatus(errno, "staging " + staged).message());
