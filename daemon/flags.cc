@@ -81,6 +81,10 @@ ABSL_FLAG(uint64_t, max_entry_bytes, uint64_t{8} << 30,
 ABSL_FLAG(uint64_t, max_inline_bytes, uint64_t{16} << 20,
           "largest entry a client may publish inline (hlo), in bytes; at "
           "most 1073741824");
+ABSL_FLAG(uint64_t, staging_quota_per_uid, uint64_t{64} << 30,
+          "bytes one user's ranks may have staged in {local_dir}/staging "
+          "at once; a publish over it is refused, and the oldest files over "
+          "it are removed every minute (0: no limit)");
 ABSL_FLAG(int64_t, max_leases_per_pid, 256,
           "leases one client process may hold at once (0: no limit)");
 ABSL_FLAG(int64_t, max_lock_waiters, 4096,
@@ -280,6 +284,7 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
 
   options->max_entry_bytes = absl::GetFlag(FLAGS_max_entry_bytes);
   options->max_inline_bytes = absl::GetFlag(FLAGS_max_inline_bytes);
+  options->staging_quota_per_uid = absl::GetFlag(FLAGS_staging_quota_per_uid);
   check.Require(options->max_inline_bytes <= uint64_t{kMaxCount},
                 "max_inline_bytes", absl::StrCat(options->max_inline_bytes),
                 absl::StrCat("must be at most ", kMaxCount));
@@ -351,6 +356,7 @@ v1::ConfigResponse DescribeConfig(const DaemonOptions& o,
       {"metrics_textfile", o.metrics_textfile},
       {"metrics_interval", absl::FormatDuration(o.metrics_interval)},
       {"max_leases_per_pid", absl::StrCat(o.max_leases_per_pid)},
+      {"staging_quota_per_uid", absl::StrCat(o.staging_quota_per_uid)},
       {"max_lock_waiters", absl::StrCat(o.max_lock_waiters)},
       {"max_rpc_threads", absl::StrCat(o.max_rpc_threads)},
       {"v", absl::StrCat(verbosity)},

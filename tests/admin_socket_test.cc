@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -15,6 +17,14 @@
 
 namespace neffd::test_support {
 namespace {
+
+std::vector<std::string> ReadDir(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename());
+  }
+  return names;
+}
 
 mode_t ModeOf(const std::string& path) {
   struct stat st;
@@ -158,6 +168,25 @@ TEST(PeerCredentialsTest, ALocalHoldersPidIsTheKernelsNotTheClaim) {
                                 absl::StrCat("peer-test-host pid ", getpid())))
       << locks.out;
   EXPECT_FALSE(absl::StrContains(locks.out, "999999")) << locks.out;
+}
+
+TEST(StagingQuotaTest, APublishOverTheStagingQuotaIsRefused) {
+  const std::string root = TestTempDir();
+  DaemonProcess daemon(root, {"--staging_quota_per_uid=1000"});
+  ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
+  WriteFile(root + "/big.neff", std::string(5000, 'n'));
+  std::vector<std::string> put = daemon.NeffctlArgv();
+  put.insert(put.end(), {"--compiler_version=1", "put", "neff", "big",
+                         root + "/big.neff"});
+  CommandResult r = RunCommand(put);
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "--staging_quota_per_uid")) << r.err;
+  // Nothing was published, and the staged file is gone.
+  std::vector<std::string> lookup = daemon.NeffctlArgv();
+  lookup.insert(lookup.end(),
+                {"--compiler_version=1", "lookup", "neff", "big"});
+  EXPECT_EQ(RunCommand(lookup).exit_code, 1);
+  EXPECT_TRUE(ReadDir(daemon.local_dir() + "/staging").empty());
 }
 
 }  // namespace

@@ -97,6 +97,12 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
   absl::StatusOr<UniqueFd> staged =
       OpenStagedFile(artifact.staged_path, artifact.size);
   if (!staged.ok()) return staged.status();
+  if (options_.check_staged) {
+    if (absl::Status s = options_.check_staged(artifact.staged_path); !s.ok()) {
+      unlink(artifact.staged_path.c_str());
+      return s;
+    }
+  }
   bool adopted = false;
   std::thread answering;
   auto verified = [&] {

@@ -63,6 +63,10 @@ struct PublisherOptions {
   // Recorded as the producer of what this host publishes.
   std::string host_id;
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Asked about each staged file before it is read (the staging quota,
+  // daemon/publish/staging_quota.h); an error refuses the publish and
+  // removes the staged file. Unset: no check.
+  std::function<absl::Status(const std::string& staged_path)> check_staged;
 };
 
 // What a lease holder publishes: exactly one of `inline_bytes` and

@@ -22,6 +22,7 @@
 #include "daemon/locks/lock_table.h"
 #include "daemon/log/log.h"
 #include "daemon/publish/publisher.h"
+#include "daemon/publish/staging_quota.h"
 #include "daemon/service/admin_service.h"
 #include "daemon/service/compile_cache_service.h"
 #include "daemon/service/health_service.h"
@@ -49,6 +50,7 @@ constexpr long kSmbSuperMagic = 0x517B;
 constexpr long kCifsMagic = 0xFF534D42;
 constexpr absl::Duration kTickInterval = absl::Milliseconds(100);
 constexpr absl::Duration kAccessFlushInterval = absl::Seconds(10);
+constexpr absl::Duration kStagingSweepInterval = absl::Minutes(1);
 
 // The credentials of the ranks' address and of the admin address, checked
 // against the TLS options.
@@ -174,6 +176,7 @@ struct Daemon::Parts {
   std::unique_ptr<CountingEnv> lease_env;
   std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
+  std::unique_ptr<StagingQuota> staging_quota;
   std::unique_ptr<Publisher> publisher;
   Telemetry telemetry;
   HealthService health;
@@ -299,6 +302,13 @@ absl::Status Daemon::Parts::OpenTier() {
 void Daemon::Parts::BuildServices() {
   PublisherOptions publisher_options;
   publisher_options.host_id = options.host_id;
+  staging_quota = std::make_unique<StagingQuota>(
+      StagingQuotaOptions{staging_dir(), options.staging_quota_per_uid,
+                          absl::Hours(1), options.env});
+  publisher_options.check_staged =
+      [quota = staging_quota.get()](const std::string &path) {
+        return quota->Check(path);
+      };
   publisher = std::make_unique<Publisher>(publisher_options, catalog.get(),
                                           locks.get(), tier.get());
 
@@ -442,6 +452,15 @@ void Daemon::Parts::StartPeriodicWork() {
                  /*own_thread=*/false, /*first_at_start=*/true});
   scheduler.Add(
       {kAccessFlushInterval, [this] { (void)catalog->FlushAccessTimes(); }});
+  scheduler.Add({kStagingSweepInterval, [this] {
+                   for (const std::string &name : staging_quota->Sweep()) {
+                     log::Warning("staged_file_removed",
+                                  {{"file", name},
+                                   {"why",
+                                    "over --staging_quota_per_uid or "
+                                    "older than an hour"}});
+                   }
+                 }});
   if (!options.metrics_textfile.empty()) {
     WriteMetrics();
     scheduler.Add({options.metrics_interval, [this] { WriteMetrics(); },

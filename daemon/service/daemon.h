@@ -78,6 +78,9 @@ struct DaemonOptions {
   absl::Duration access_journal_grain = absl::Minutes(10);
   absl::Duration access_journal_spacing = absl::Seconds(10);
   uint64_t max_entry_bytes = uint64_t{8} << 30;
+  // Bytes one uid may have in {local_dir}/staging (0: no limit); checked at
+  // each publish and swept every minute (daemon/publish/staging_quota.h).
+  uint64_t staging_quota_per_uid = uint64_t{64} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
   std::string metrics_textfile;  // empty: none
   absl::Duration metrics_interval = absl::Seconds(15);
