@@ -120,5 +120,6 @@ if ((start)); then
   systemctl --no-pager status neffd | head -5
 fi
 echo "install.sh: installed; add users who run ranks or neffctl to the 'neuron' group"
+echo "install.sh: evict, gc, import, drain go to /run/neffd/admin.sock: run them as 'sudo -u neffd neffctl ...' (or give neffd --admin_group)"
 echo "install.sh: add to each job's environment:"
 echo "$path_line"
