@@ -52,6 +52,7 @@ class ServiceTest : public ::testing::Test {
     socket_dir_ = socket_dir;
     DaemonOptions options;
     options.address = absl::StrCat("unix:", socket_dir_, "/neffd.sock");
+    options.admin_address = absl::StrCat("unix:", socket_dir_, "/admin.sock");
     options.neff_cache_dir = root + "/neff";
     options.hlo_cache_dir = root + "/hlo";
     options.local_dir = root + "/local";
