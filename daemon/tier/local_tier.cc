@@ -71,16 +71,22 @@ FileIdentity LocalTier::IdentityOf(const std::string& name) const {
 }
 
 std::optional<bool> LocalTier::Touch(const std::string& name) {
-  const FileIdentity now = IdentityOf(name);
+  FileIdentity recorded;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = files_.find(name);
+    if (it == files_.end()) return std::nullopt;
+    it->second->handed_out = options_.env->Now();
+    lru_.splice(lru_.end(), lru_, it->second);
+    if (!it->second->verified) return false;
+    recorded = it->second->identity;
+  }
+  // Outside the lock: one lstat per hand-out.
+  if (IdentityOf(name) == recorded) return true;
   absl::MutexLock lock(&mu_);
   auto it = files_.find(name);
-  if (it == files_.end()) return std::nullopt;
-  it->second->handed_out = options_.env->Now();
-  lru_.splice(lru_.end(), lru_, it->second);
-  if (it->second->verified && !(it->second->identity == now)) {
-    it->second->verified = false;  // changed since it was hashed
-  }
-  return it->second->verified;
+  if (it != files_.end()) it->second->verified = false;  // changed since hashed
+  return false;
 }
 
 void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out,
