@@ -172,12 +172,19 @@ class Store {
   // names it. On every error nothing is left behind: no temp file, and no
   // artifact without model.done.
   //
-  // Durability: when this returns OK the artifact's data has been fsynced
-  // before it was renamed into place, so after a power loss it is whole or
-  // absent, never torn. model.done is renamed in after it without fsyncs
-  // (of itself or the directory): lost or torn by a power loss, it makes the
-  // entry a miss or a quarantine (it is validated against the artifact), so
-  // the cost of skipping them is at worst a recompile.
+  // Durability: when this returns OK the entry survives a power loss. The
+  // order leaves nothing or a whole entry at every crash point:
+  //   1. a directory it had to create: its parent is fsynced;
+  //   2. the artifact is written to a temp file and fsynced, then renamed
+  //      to its name;
+  //   3. the key inputs (if any) are written, fsynced and renamed; the entry
+  //      directory is fsynced (the artifact's and key inputs' names);
+  //   4. model.done is written to a temp file and fsynced, renamed, and the
+  //      entry directory fsynced again.
+  // A crash before 4's rename leaves an artifact without model.done: a miss,
+  // moved aside by the next holder or after orphan_grace, and its temp file
+  // is swept by gc (SweepLeftovers). Every call goes through the Env, so a
+  // test can kill the process after any of them (store/testing/).
   //
   // `verified`, if set, runs once the content has been read, matched `size`
   // and `sha256` and will become the entry (no other entry was there), but

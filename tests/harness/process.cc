@@ -182,7 +182,8 @@ DaemonProcess::DaemonProcess(const DaemonProcess& other)
       socket_path_(other.socket_path_),
       address_(other.address_),
       flags_(other.flags_),
-      env_(other.env_) {}
+      env_(other.env_),
+      binary_(other.binary_) {}
 
 DaemonProcess::~DaemonProcess() {
   process_.reset();
@@ -192,7 +193,7 @@ DaemonProcess::~DaemonProcess() {
 
 std::vector<std::string> DaemonProcess::Argv() const {
   std::vector<std::string> argv = {
-      Runfile("daemon/neffd"),
+      Runfile(binary_),
       "--cache_dir=" + root_ + "/neff",
       "--hlo_cache_dir=" + root_ + "/hlo",
       "--local_dir=" + root_ + "/local",

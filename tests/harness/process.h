@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -88,6 +89,10 @@ class DaemonProcess {
   DaemonProcess(const DaemonProcess& other);
   ~DaemonProcess();
 
+  // The daemon binary Start() runs, as a runfile (default "daemon/neffd";
+  // a test build such as "tests/faults/neffd_crash_points").
+  void set_binary(std::string runfile) { binary_ = std::move(runfile); }
+
   // (Re)starts and waits until the socket accepts; false if it exited.
   bool Start();
   // The command line Start() runs, for callers that spawn and time it
@@ -110,6 +115,7 @@ class DaemonProcess {
   std::string address_;
   std::vector<std::string> flags_;
   std::vector<std::string> env_;
+  std::string binary_ = "daemon/neffd";
   std::unique_ptr<Process> process_;
 };
 
