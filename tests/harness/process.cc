@@ -67,6 +67,15 @@ std::vector<std::string> SanitizerPreloadEnv() {
                        asan != nullptr ? ":" : "", "detect_leaks=0")};
 }
 
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    if (condition()) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
 std::string Runfile(const std::string& path) {
   const char* srcdir = getenv("TEST_SRCDIR");
   const char* workspace = getenv("TEST_WORKSPACE");

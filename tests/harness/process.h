@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 #include "tests/harness/temp_dir.h"
 
@@ -34,6 +36,11 @@ void WriteFile(const std::string& path, const std::string& content);
 // sanitizer runtimes this test binary runs with, and no leak check (the
 // interpreter's allocations live until exit). Empty in a plain build.
 std::vector<std::string> SanitizerPreloadEnv();
+
+// "Wait until X": polls `condition` every 10 ms until it holds (true) or
+// `timeout` has passed (false). Never a bare sleep standing for X.
+bool WaitUntil(const std::function<bool()>& condition,
+               absl::Duration timeout = absl::Seconds(10));
 
 class Process {
  public:
