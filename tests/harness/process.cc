@@ -256,4 +256,12 @@ std::unique_ptr<v1::CompileCache::Stub> DaemonProcess::NewStub() const {
       grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
 }
 
+CommandResult RunNeffctl(const DaemonProcess& daemon,
+                         const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {Runfile("client/neffctl"),
+                                   "--address=" + daemon.address()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
 }  // namespace neffd::test_support

@@ -76,6 +76,12 @@ struct CommandResult {
 CommandResult RunCommand(std::vector<std::string> argv,
                          std::vector<std::string> env = {});
 
+class DaemonProcess;
+
+// neffctl --address={daemon's} `args`, as an operator runs it.
+CommandResult RunNeffctl(const DaemonProcess& daemon,
+                         const std::vector<std::string>& args);
+
 // Takes the lock on `id` and publishes `bytes` inline with `metadata`, as a
 // rank would. AlreadyExists if the entry was cached (the lock answered
 // READY).
