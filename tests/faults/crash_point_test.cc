@@ -5,7 +5,8 @@
 // After a restart of the plain daemon the entry is a miss if the daemon died
 // before model.done's rename, and whole (its bytes on the store are the
 // published bytes) from then on; never anything else. A missed key is then
-// published afresh and is a hit; gc sweeps the temp files the crash left.
+// published afresh and is a hit; `neffctl gc` sweeps the temp files the
+// crash left, and the entry stays a hit.
 #include <signal.h>
 
 #include <algorithm>
@@ -74,7 +75,9 @@ TEST_P(CrashPointTest, AfterRestartTheEntryIsAbsentOrWhole) {
                                 "crash_point name=" + point.name))
       << crashing.process().Stderr();
 
-  DaemonProcess restarted(crashing);
+  // The restarted daemon calls a temp file orphaned after a second, so the
+  // test can see gc sweep what the crash left.
+  DaemonProcess restarted(root, {"--lease_ttl=3", "--gc_temp_grace=1"});
   restarted.set_binary("daemon/neffd");
   ASSERT_TRUE(restarted.Start()) << restarted.process().Stderr();
   auto stub = restarted.NewStub();
@@ -82,6 +85,7 @@ TEST_P(CrashPointTest, AfterRestartTheEntryIsAbsentOrWhole) {
       crashing.neff_dir() + "/neuronxcc-1.0/MODULE_torn";
   v1::LookupResponse::Result result;
   const std::string served = LookupContent(*stub, "torn", &result);
+  std::string expected = content;
   if (committed) {
     EXPECT_EQ(result, v1::LookupResponse::HIT);
     EXPECT_TRUE(served == content) << "served bytes differ";
@@ -95,9 +99,19 @@ TEST_P(CrashPointTest, AfterRestartTheEntryIsAbsentOrWhole) {
     ASSERT_TRUE(PublishStaged(*stub, GrantLease(*stub, "torn"), again).ok());
     EXPECT_TRUE(LookupContent(*stub, "torn") == again);
     EXPECT_TRUE(ReadFile(entry_dir + "/model.neff") == again);
+    expected = again;
   }
-  RecordProperty("temp_files_left",
-                 static_cast<int>(TempFiles(entry_dir).size()));
+  const size_t left = TempFiles(entry_dir).size();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return RunNeffctl(restarted, {"gc"}).exit_code == 0 &&
+               TempFiles(entry_dir).empty();
+      },
+      absl::Seconds(10)))
+      << "temp files left by the crash were not swept";
+  // The sweep took nothing of the entry.
+  EXPECT_TRUE(LookupContent(*stub, "torn") == expected);
+  RecordProperty("temp_files_swept", static_cast<int>(left));
 }
 
 INSTANTIATE_TEST_SUITE_P(Publish, CrashPointTest,
