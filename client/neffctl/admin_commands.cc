@@ -41,6 +41,7 @@ void PrintStats(const v1::Stats& s, const std::string& address) {
           {"Leases revoked", n(s.leases_revoked()), ""},
           {"Quarantined", n(s.quarantined()), ""},
           {"Store metadata ops", n(s.store_metadata_ops()), ""},
+          {"Index write failures", n(s.index_write_failures()), ""},
           {"Leftovers (last gc)",
            s.leftovers_measured_unix_ms() == 0 ? "not swept here" : "", ""},
           {"  temp files", n(s.leftovers().temp_files()),

@@ -310,6 +310,7 @@ v1::Stats CompileCacheService::CumulativeStats() const {
   stats.set_quarantined(catalog_->StoreFor(Namespace::kNeff).quarantined() +
                         catalog_->StoreFor(Namespace::kHlo).quarantined());
   stats.set_store_metadata_ops(options_.shared_ops());
+  stats.set_index_write_failures(catalog_->index_write_failures());
   absl::Time measured;
   *stats.mutable_leftovers() = options_.leftovers(&measured);
   if (measured != absl::InfinitePast()) {

@@ -269,6 +269,9 @@ std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
   out.Single("neffd_store_metadata_ops_total", "counter",
              "Metadata operations made on the shared store.",
              s.store_metadata_ops());
+  out.Single("neffd_index_write_failures_total", "counter",
+             "Index writes that failed (served from the store anyway).",
+             s.index_write_failures());
   // What the last gc runs left on the stores (0 until this host swept).
   const v1::Leftovers& left = s.leftovers();
   out.Family("neffd_store_leftovers", "gauge",
