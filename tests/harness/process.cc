@@ -1,5 +1,6 @@
 #include "tests/harness/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -262,6 +264,41 @@ CommandResult RunNeffctl(const DaemonProcess& daemon,
                                    "--address=" + daemon.address()};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv);
+}
+
+v1::LocksResponse GetLocks(const DaemonProcess& daemon) {
+  auto admin = v1::CacheAdmin::NewStub(grpc::CreateChannel(
+      daemon.address(), grpc::InsecureChannelCredentials()));
+  v1::LocksResponse locks;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  if (!admin->GetLocks(&context, v1::GetLocksRequest(), &locks).ok()) {
+    return v1::LocksResponse();
+  }
+  return locks;
+}
+
+uint64_t LockWaiters(const DaemonProcess& daemon) {
+  return GetLocks(daemon).waiters();
+}
+
+bool HasOpenFile(pid_t pid, const std::string& suffix) {
+  const std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* dir = opendir(fd_dir.c_str());
+  if (dir == nullptr) return false;
+  bool found = false;
+  while (struct dirent* e = readdir(dir)) {
+    char target[4096];
+    const ssize_t n = readlink(absl::StrCat(fd_dir, "/", e->d_name).c_str(),
+                               target, sizeof(target));
+    if (n > 0 && absl::EndsWith(absl::string_view(target, n), suffix)) {
+      found = true;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
 }
 
 }  // namespace neffd::test_support

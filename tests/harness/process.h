@@ -82,6 +82,18 @@ class DaemonProcess;
 CommandResult RunNeffctl(const DaemonProcess& daemon,
                          const std::vector<std::string>& args);
 
+// The daemon's leases and parked Lock calls now (CacheAdmin.GetLocks); empty
+// if it does not answer. For "wait until the waiter is parked" and "wait
+// until the publish is in flight" (a lease with `publishing`).
+v1::LocksResponse GetLocks(const DaemonProcess& daemon);
+
+// GetLocks(daemon).waiters(): Lock calls parked now, all keys.
+uint64_t LockWaiters(const DaemonProcess& daemon);
+
+// True if process `pid` has a file open whose path ends with `suffix`
+// (/proc/{pid}/fd): e.g. a daemon-less rank polling a key's lock file.
+bool HasOpenFile(pid_t pid, const std::string& suffix);
+
 // Takes the lock on `id` and publishes `bytes` inline with `metadata`, as a
 // rank would. AlreadyExists if the entry was cached (the lock answered
 // READY).
