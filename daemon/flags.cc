@@ -42,9 +42,10 @@ ABSL_FLAG(DurationFlag, gc_recent_seconds, DurationFlag{absl::Minutes(1)},
           "gc never removes an entry served on this host this recently");
 ABSL_FLAG(uint64_t, max_cache_size, 0,
           "run gc every --gc_interval to keep the neff store under this many "
-          "bytes (0: off)");
+          "bytes (0: no size goal; gc still sweeps leftovers)");
 ABSL_FLAG(DurationFlag, gc_interval, DurationFlag{absl::Minutes(10)},
-          "time between periodic gc runs");
+          "time between periodic gc runs (each sweeps both stores' "
+          "leftovers)");
 ABSL_FLAG(DurationFlag, gc_temp_grace, DurationFlag{absl::Hours(1)},
           "gc removes temp files of crashed publishes (.model.neff.tmp.*) "
           "older than this");
