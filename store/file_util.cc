@@ -20,26 +20,40 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what,
 
 namespace {
 
-// mkdir -p; with `exact`, each directory it creates is chmod'ed to `mode`.
-absl::Status MakeDirsWithMode(const std::string &path, int mode, bool exact,
-                              Env *env) {
+// The parent of `path`: up to its last component, without its slashes; ""
+// if it has none.
+std::string ParentDir(const std::string &path) {
+  const size_t last = path.rfind('/');
+  const size_t end = last == std::string::npos
+                         ? std::string::npos
+                         : path.find_last_not_of('/', last);
+  return end == std::string::npos ? "" : path.substr(0, end + 1);
+}
+
+// How MakeDirChain treats the directories it creates.
+struct Created {
+  bool durable = false;     // fsync each one's parent
+  bool exact_mode = false;  // chmod each one to `mode` (umask-proof)
+};
+
+absl::Status MakeDirChain(const std::string &path, int mode, Created how,
+                          Env *env) {
   if (path.empty()) return absl::InvalidArgumentError("empty directory path");
   absl::Status made = env->Mkdir(path, mode);
+  const std::string parent = ParentDir(path);
   if (absl::IsNotFound(made)) {
-    // The parent: up to the last component, without its slashes.
-    const size_t last = path.rfind('/');
-    const size_t end = last == std::string::npos
-                           ? std::string::npos
-                           : path.find_last_not_of('/', last);
-    if (end == std::string::npos) return made;  // no parent left to make
-    if (absl::Status s =
-            MakeDirsWithMode(path.substr(0, end + 1), mode, exact, env);
-        !s.ok()) {
+    if (parent.empty()) return made;  // no parent left to make
+    if (absl::Status s = MakeDirChain(parent, mode, how, env); !s.ok()) {
       return s;
     }
     made = env->Mkdir(path, mode);
   }
-  if (made.ok()) return exact ? ChmodDir(path, mode, env) : made;
+  if (made.ok()) {
+    if (how.exact_mode) {
+      if (absl::Status s = ChmodDir(path, mode, env); !s.ok()) return s;
+    }
+    return how.durable && !parent.empty() ? env->SyncDir(parent) : made;
+  }
   if (!absl::IsAlreadyExists(made)) return made;
   struct stat st;
   if (absl::Status s = env->Stat(path, &st); !s.ok()) return s;
@@ -53,11 +67,16 @@ absl::Status MakeDirsWithMode(const std::string &path, int mode, bool exact,
 }  // namespace
 
 absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
-  return MakeDirsWithMode(path, mode, /*exact=*/false, env);
+  return MakeDirChain(path, mode, Created{}, env);
 }
 
-absl::Status MakeGroupDirs(const std::string &path, int mode, Env *env) {
-  return MakeDirsWithMode(path, mode, /*exact=*/true, env);
+absl::Status MakeDirsDurably(const std::string &path, int mode, Env *env) {
+  return MakeDirChain(path, mode, Created{/*durable=*/true, false}, env);
+}
+
+absl::Status MakeGroupDirs(const std::string &path, int mode, Env *env,
+                           bool durably) {
+  return MakeDirChain(path, mode, Created{durably, /*exact_mode=*/true}, env);
 }
 
 absl::Status ChmodDir(const std::string &path, int mode, Env *env) {

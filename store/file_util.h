@@ -33,6 +33,12 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what,
 absl::Status MakeDirs(const std::string &path, int mode = 0755,
                       Env *env = Env::Default());
 
+// MakeDirs, and each directory it creates has its parent fsynced before the
+// call returns, so the new names survive a power loss (a name a durable
+// file is renamed into must not vanish with its directory).
+absl::Status MakeDirsDurably(const std::string &path, int mode = 0755,
+                             Env *env = Env::Default());
+
 // The modes of directories that the daemon (the service user) and the ranks
 // (users of its group) must each be able to create and use
 // (docs/SECURITY.md): group-writable, and setgid so that what is created in
@@ -47,11 +53,12 @@ inline constexpr int kLocalDirMode = 02770;
 inline constexpr int kStagingDirMode = 03770;
 inline constexpr int kTierDirMode = 02750;
 
-// MakeDirs for directories shared between users: each directory it creates
-// gets exactly `mode` (setgid and group bits included, whatever the umask:
-// mkdir(2) applies the umask and drops setgid).
+// MakeDirs (with `durably`, MakeDirsDurably) for directories shared between
+// users: each directory it creates gets exactly `mode` (setgid and group
+// bits included, whatever the umask: mkdir(2) applies the umask and drops
+// setgid).
 absl::Status MakeGroupDirs(const std::string &path, int mode,
-                           Env *env = Env::Default());
+                           Env *env = Env::Default(), bool durably = false);
 
 // Sets the directory `path` to exactly `mode`.
 absl::Status ChmodDir(const std::string &path, int mode,

@@ -61,6 +61,12 @@ struct ServiceOptions {
   // refused: such bytes would bypass the staging directory's group check.
   const PeerRegistry* peers = nullptr;
   std::string ranks_group;
+  // What this host's last gc runs left on the stores, and when (for
+  // GetStats; GcCoordinator::Leftovers).
+  std::function<v1::Leftovers(absl::Time*)> leftovers = [](absl::Time* when) {
+    *when = absl::InfinitePast();
+    return v1::Leftovers();
+  };
 };
 
 class CompileCacheService final
