@@ -271,8 +271,7 @@ std::unique_ptr<v1::CompileCache::Stub> DaemonProcess::NewStub() const {
 
 CommandResult RunNeffctl(const DaemonProcess& daemon,
                          const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {Runfile("client/neffctl"),
-                                   "--address=" + daemon.address()};
+  std::vector<std::string> argv = daemon.NeffctlArgv();
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv);
 }

@@ -78,7 +78,8 @@ CommandResult RunCommand(std::vector<std::string> argv,
 
 class DaemonProcess;
 
-// neffctl --address={daemon's} `args`, as an operator runs it.
+// neffctl --address and --admin_address of `daemon`, then `args`, as an
+// operator runs it.
 CommandResult RunNeffctl(const DaemonProcess& daemon,
                          const std::vector<std::string>& args);
 
