@@ -106,11 +106,12 @@ absl::StatusOr<RegularFile> OpenRegularFile(const std::string &path,
   absl::StatusOr<UniqueFd> fd =
       env->Open(path, flags | O_NOFOLLOW | O_NONBLOCK);
   if (!fd.ok()) {
-    if (absl::IsNotFound(fd.status())) return fd.status();
-    // ELOOP (a symlink), ENXIO (a socket), EISDIR, EACCES: say what the file
-    // is, from its own metadata, when it can be read at all.
+    // ELOOP (a symlink), ENXIO (a socket; absl codes it NotFound), EISDIR,
+    // EACCES: say what the file is, from its own metadata, if it is there.
     struct stat st;
-    if (env->Lstat(path, &st).ok() && !S_ISREG(st.st_mode)) {
+    absl::Status there = env->Lstat(path, &st);
+    if (absl::IsNotFound(there)) return fd.status();
+    if (there.ok() && !S_ISREG(st.st_mode)) {
       return DamageError(path, absl::StrCat("is ", FileTypeName(st.st_mode)));
     }
     if (absl::IsPermissionDenied(fd.status())) {
@@ -153,6 +154,21 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
     }
   }
   return out;
+}
+
+absl::StatusOr<std::string> MoveToQuarantine(const std::string &quarantine_dir,
+                                             const std::string &path,
+                                             absl::string_view base,
+                                             absl::string_view reason,
+                                             absl::string_view host, Env *env) {
+  const std::string name = UniqueTempName(base, host).substr(1);
+  const std::string target = absl::StrCat(quarantine_dir, "/", name);
+  if (absl::Status s = MakeDirs(quarantine_dir, 0755, env); !s.ok()) return s;
+  if (absl::Status s = env->Rename(path, target); !s.ok()) return s;
+  (void)WriteFileAtomically(quarantine_dir, absl::StrCat(name, ".reason"),
+                            absl::StrCat(reason, "\n"), host,
+                            /*durable=*/true, env);
+  return target;
 }
 
 absl::Status RemoveTree(const std::string &path, Env *env) {

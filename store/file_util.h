@@ -89,6 +89,16 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes,
                                           Env *env = Env::Default());
 
+// Renames `path` (a file of any kind, or a directory) into `quarantine_dir`
+// (created if missing) under a fresh name built from `base`, and writes
+// "{new name}.reason" beside it holding `reason`. Returns the new path.
+absl::StatusOr<std::string> MoveToQuarantine(const std::string &quarantine_dir,
+                                             const std::string &path,
+                                             absl::string_view base,
+                                             absl::string_view reason,
+                                             absl::string_view host,
+                                             Env *env = Env::Default());
+
 // Removes `path` and, if it is a directory, everything under it, without
 // following symlinks. Best effort: what cannot be removed stays; the first
 // failure is returned.

@@ -14,7 +14,8 @@ std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
 absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
                                       const EntryKey &id, Env *env) {
   const std::string path = LockFilePath(locks_dir, id);
-  constexpr int kFlags = O_CREAT | O_RDWR | O_NOFOLLOW;
+  // O_NONBLOCK: a FIFO planted in the lock directory must not block the open.
+  constexpr int kFlags = O_CREAT | O_RDWR | O_NOFOLLOW | O_NONBLOCK;
   absl::StatusOr<UniqueFd> fd = env->Open(path, kFlags, 0664);
   if (absl::IsNotFound(fd.status())) {
     if (absl::Status s = MakeDirs(path.substr(0, path.rfind('/')), 0775, env);

@@ -387,14 +387,9 @@ void Store::QuarantineOrphan(const EntryKey &id, absl::Duration grace) {
 
 absl::StatusOr<std::string> Store::MoveFileToQuarantine(
     const EntryKey &id, const std::string &path, absl::string_view reason) {
-  const std::string qdir = absl::StrCat(options_.root, "/quarantine");
-  const std::string target = QuarantineTarget(id);
-  if (absl::Status s = MakeDirs(qdir, 0755, &env_); !s.ok()) return s;
-  if (absl::Status s = env_.Rename(path, target); !s.ok()) return s;
-  (void)WriteFileAtomically(
-      qdir, absl::StrCat(target.substr(qdir.size() + 1), ".reason"),
-      absl::StrCat(reason, "\n"), options_.host_id, /*durable=*/true, &env_);
-  return target;
+  return MoveToQuarantine(absl::StrCat(options_.root, "/quarantine"), path,
+                          absl::StrCat(id.compiler_version(), "__", id.key()),
+                          reason, options_.host_id, &env_);
 }
 
 void Store::QuarantinePlanted(const EntryKey &id) {

@@ -304,6 +304,9 @@ void Daemon::Parts::BuildLockTable() {
   file_options.entry_dir = [catalog = catalog.get()](const EntryKey &id) {
     return catalog->StoreFor(id).EntryDir(id);
   };
+  file_options.quarantine_dir = [catalog = catalog.get()](const EntryKey &id) {
+    return catalog->StoreFor(id).root() + "/quarantine";
+  };
   file_options.poll_interval = options.poll_interval;
   lease_env = std::make_unique<CountingEnv>(options.env);
   file_options.env = options.env;
