@@ -5,8 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "absl/random/random.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -108,6 +111,11 @@ absl::StatusOr<RegularFile> OpenRegularFile(const std::string &path,
   if (!fd.ok()) {
     // ELOOP (a symlink), ENXIO (a socket; absl codes it NotFound), EISDIR,
     // EACCES: say what the file is, from its own metadata, if it is there.
+    // The common miss (ENOENT) costs no second call: FsCallError ends
+    // with strerror.
+    if (absl::EndsWith(fd.status().message(), std::strerror(ENOENT))) {
+      return fd.status();
+    }
     struct stat st;
     absl::Status there = env->Lstat(path, &st);
     if (absl::IsNotFound(there)) return fd.status();
