@@ -160,7 +160,11 @@ class DaemonBackend::DaemonLease : public Lease {
     request.set_lease_id(lease_.lease_id());
     *request.mutable_id() = id_.ToProto();
     request.set_outcome(v1::UnlockRequest::FAILED);
-    request.set_log(log);
+    // The daemon takes at most 1 MiB of log; the end says what failed.
+    constexpr size_t kMaxLogBytes = 1 << 20;
+    request.set_log(log.size() > kMaxLogBytes
+                        ? log.substr(log.size() - kMaxLogBytes)
+                        : log);
     v1::UnlockResponse ignored;
     grpc::Status status = backend_->stub_->Unlock(
         Context(backend_->options_.call_timeout).get(), request, &ignored);
