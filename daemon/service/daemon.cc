@@ -532,6 +532,7 @@ void Daemon::Shutdown() {
   p->shut_down = true;
   p->health.Shutdown();
   p->locks->Shutdown();
+  p->service->EndHolds();  // long-lived streams; their leases end with us
   p->server->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoSeconds(p->options.shutdown_grace));
   p->scheduler.Stop();

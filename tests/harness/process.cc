@@ -154,6 +154,28 @@ bool Process::Running() {
   return true;
 }
 
+bool PollUntil(const std::function<bool()>& observed, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  for (;;) {
+    if (observed()) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+v1::LocksResponse GetLocks(const std::string& address) {
+  auto admin = v1::CacheAdmin::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  v1::LocksResponse locks;
+  if (!admin->GetLocks(&context, v1::GetLocksRequest(), &locks).ok()) {
+    return v1::LocksResponse();
+  }
+  return locks;
+}
+
 CommandResult RunCommand(std::vector<std::string> argv,
                          std::vector<std::string> env) {
   Process p(std::move(argv), std::move(env));

@@ -11,12 +11,14 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 #include "tests/harness/temp_dir.h"
 
@@ -64,6 +66,15 @@ struct CommandResult {
   std::string out;
   std::string err;
 };
+
+// Polls `observed` every 5 ms until it is true or `limit` passes; returns
+// whether it became true. The way a test waits for a state it can observe
+// (never a bare sleep).
+bool PollUntil(const std::function<bool()>& observed, absl::Duration limit);
+
+// The leases out on the daemon at `address` (CacheAdmin.GetLocks); an empty
+// response if the call fails.
+v1::LocksResponse GetLocks(const std::string& address);
 
 CommandResult RunCommand(std::vector<std::string> argv,
                          std::vector<std::string> env = {});
