@@ -89,7 +89,8 @@ bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
 
 bool Store::HasDoneRecord(const EntryKey &id) const {
   struct stat st;
-  return env_.Lstat(absl::StrCat(EntryDir(id), "/", kDoneName), &st).ok();
+  return env_.Lstat(absl::StrCat(EntryDir(id), "/", kDoneName), &st).ok() &&
+         S_ISREG(st.st_mode);  // a planted FIFO or directory is no record
 }
 
 absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,

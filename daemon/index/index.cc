@@ -216,9 +216,13 @@ absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
   if (record == nullptr && !old->has_value()) return absl::OkStatus();
   const std::pair<std::string, std::string> group{
       std::string(NamespaceName(id.ns())), id.compiler_version()};
-  auto found = versions_.find(group);
-  Totals next = totals_;
-  Totals version = found == versions_.end() ? Totals{} : found->second;
+  Totals next, version;
+  {
+    absl::MutexLock totals(&totals_mu_);
+    auto found = versions_.find(group);
+    next = totals_;
+    version = found == versions_.end() ? Totals{} : found->second;
+  }
   for (Totals* t : {&next, &version}) {
     if (old->has_value()) {
       --t->entries;
@@ -247,6 +251,7 @@ absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
       !s.ok()) {
     return s;
   }
+  absl::MutexLock totals(&totals_mu_);
   totals_ = next;
   if (version.entries == 0) {
     versions_.erase(group);
@@ -259,8 +264,13 @@ absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
 absl::Status Index::PutAll(
     const std::vector<std::pair<EntryKey, v1::IndexRecord>>& records) {
   absl::MutexLock lock(&write_mu_);
-  Totals next = totals_;
-  VersionMap versions = versions_;
+  Totals next;
+  VersionMap versions;
+  {
+    absl::MutexLock totals(&totals_mu_);
+    next = totals_;
+    versions = versions_;
+  }
   rocksdb::WriteBatch batch;
   for (const auto& [id, record] : records) {
     absl::StatusOr<std::optional<v1::IndexRecord>> old = Get(id);
@@ -286,6 +296,7 @@ absl::Status Index::PutAll(
       !s.ok()) {
     return s;
   }
+  absl::MutexLock totals(&totals_mu_);
   totals_ = next;
   versions_ = std::move(versions);
   return absl::OkStatus();
@@ -322,12 +333,12 @@ void Index::ForEachAfter(
 }
 
 Index::Totals Index::totals() const {
-  absl::MutexLock lock(&write_mu_);
+  absl::MutexLock lock(&totals_mu_);
   return totals_;
 }
 
 std::vector<Index::VersionTotals> Index::version_totals() const {
-  absl::MutexLock lock(&write_mu_);
+  absl::MutexLock lock(&totals_mu_);
   std::vector<VersionTotals> out;
   out.reserve(versions_.size());
   for (const auto& [group, t] : versions_) {

@@ -1,6 +1,7 @@
 // CompileCache.Hold: a lease bound to its holder's connection (see
 // compile_cache_service.h and the Hold comment in neffd.proto).
 #include "absl/strings/str_cat.h"
+#include "daemon/log/log.h"
 #include "daemon/service/compile_cache_service.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/request_validation.h"
@@ -127,6 +128,10 @@ void CompileCacheService::EndHolds() {
   // which takes it. Finish never runs OnDone inline on a server reactor.
   absl::MutexLock lock(&holds_mu_);
   holds_ended_ = true;
+  if (!holds_.empty()) {
+    log::Warning("hold_streams_ended",
+                 {{"streams", absl::StrCat(holds_.size())}});
+  }
   for (HoldReactor* reactor : holds_) reactor->End();
 }
 
