@@ -159,7 +159,11 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
 
 absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
   Env* const env = options_.env;
-  absl::StatusOr<UniqueFd> in = env->Open(entry.path(), O_RDONLY | O_NOFOLLOW);
+  // The shared copy: whatever stands there now must still be the verified
+  // regular file, or it is damage (DataLoss: the caller re-checks it), never
+  // an open that blocks on a planted FIFO.
+  absl::StatusOr<RegularFile> in =
+      OpenRegularFile(entry.path(), entry.size(), env);
   if (!in.ok()) return in.status();
   const std::string path = absl::StrCat(options_.dir, "/", name);
   const std::string dir = path.substr(0, path.rfind('/'));
@@ -170,7 +174,7 @@ absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
       env->Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (!out.ok()) return out.status();
   absl::StatusOr<CopyResult> copied =
-      CopyAndHash(in->get(), out->get(), entry.path(), {env, tmp});
+      CopyAndHash(in->fd.get(), out->get(), entry.path(), {env, tmp});
   absl::Status status;
   if (!copied.ok()) {
     status = copied.status();
