@@ -36,6 +36,15 @@ constexpr char kVersion[] = "2.19.1";
 constexpr int kClients = 32;
 constexpr char kKeyInputs[] = R"({"flags": ["-O2"]})";
 
+// GetStats' bound: 100 ms as the issue asks; the sanitizer builds (GCC
+// defines __SANITIZE_ADDRESS__; the TSan build defines NEFFD_TSAN) run the
+// daemon 2-5x slower, so they get 300 ms.
+#if defined(__SANITIZE_ADDRESS__) || defined(NEFFD_TSAN)
+constexpr absl::Duration kStatsBound = absl::Milliseconds(300);
+#else
+constexpr absl::Duration kStatsBound = absl::Milliseconds(100);
+#endif
+
 struct PlantedKey {
   std::string file;
   PlantedShape shape;
@@ -285,10 +294,10 @@ TEST_F(PlantedFilesTest, DaemonAnswersEveryLookupAndHealsEveryKey) {
   ASSERT_FALSE(stats_times.empty());
   std::sort(stats_times.begin(), stats_times.end());
   const absl::Duration stats_p90 = stats_times[stats_times.size() * 9 / 10];
-  // On a quiet host every GetStats answers within 100 ms; on the shared
+  // On a quiet host every GetStats answers within the bound; on the shared
   // 2-core CI host a scheduling hiccup can reach a few of them, so the bound
   // holds for nine in ten and no call may approach a hang.
-  EXPECT_LE(stats_p90, absl::Milliseconds(100));
+  EXPECT_LE(stats_p90, kStatsBound);
   EXPECT_LE(stats_times.back(), absl::Seconds(1));
   std::printf(
       "%lld lookups, slowest %.1f ms; %zu GetStats, median %.1f ms, p90 %.1f "
