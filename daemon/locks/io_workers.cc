@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
+
 namespace neffd {
 
 IoWorkers::IoWorkers(int threads) {
@@ -14,13 +16,16 @@ IoWorkers::~IoWorkers() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     dropped.swap(queue_);
+    changed_.SignalAll();
   }
   for (std::thread& t : threads_) t.join();
 }
 
 void IoWorkers::Run(std::function<void()> call) {
   absl::MutexLock lock(&mu_);
-  if (!stopping_) queue_.push_back(std::move(call));
+  if (stopping_) return;
+  queue_.push_back(std::move(call));
+  changed_.Signal();
 }
 
 void IoWorkers::Work() {
@@ -28,11 +33,7 @@ void IoWorkers::Work() {
     std::function<void()> call;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](IoWorkers* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-            return w->stopping_ || !w->queue_.empty();
-          },
-          this));
+      while (!stopping_ && queue_.empty()) changed_.Wait(&mu_);
       if (stopping_) return;
       call = std::move(queue_.front());
       queue_.pop_front();
@@ -52,18 +53,19 @@ void IoWorkers::Batch::Add(std::function<void()> call) {
   workers_->Run([pending = pending_, call = std::move(call)] {
     call();
     absl::MutexLock lock(&pending->mu);
-    --pending->running;
+    if (--pending->running == 0) pending->done.SignalAll();
   });
 }
 
 bool IoWorkers::Batch::WaitFor(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
   absl::MutexLock lock(&pending_->mu);
-  return pending_->mu.AwaitWithTimeout(
-      absl::Condition(
-          +[](Pending* p)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu) { return p->running == 0; },
-          pending_.get()),
-      limit);
+  while (pending_->running > 0) {
+    if (pending_->done.WaitWithDeadline(&pending_->mu, deadline)) {
+      return pending_->running == 0;  // timed out
+    }
+  }
+  return true;
 }
 
 }  // namespace neffd

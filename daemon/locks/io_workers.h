@@ -47,6 +47,7 @@ class IoWorkers {
    private:
     struct Pending {
       absl::Mutex mu;
+      absl::CondVar done;
       int running ABSL_GUARDED_BY(mu) = 0;
     };
     IoWorkers* const workers_;
@@ -58,6 +59,9 @@ class IoWorkers {
   void Work();
 
   absl::Mutex mu_;
+  // Explicit waits, not Mutex::Await: absl evaluates an Await condition on
+  // the unlocking thread, an ordering TSan cannot see (store/digest.cc).
+  absl::CondVar changed_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
