@@ -32,7 +32,7 @@ class ContainerHolderTest : public ::testing::Test {
   // True once a lease is out whose holder says `host`, with `waiters`
   // parked behind it.
   bool LeaseOut(const std::string& host, uint64_t waiters) {
-    v1::LocksResponse locks = GetLocks(daemon_->address());
+    v1::LocksResponse locks = GetLocks(*daemon_);
     for (const v1::LeaseInfo& lease : locks.leases()) {
       if (lease.holder().host() == host && locks.waiters() == waiters) {
         return true;

@@ -30,13 +30,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/entry_id.h"
 
 namespace rocksdb {
 class DB;
-}
+class WriteBatch;
+}  // namespace rocksdb
 
 namespace neffd {
 
@@ -99,6 +101,15 @@ class Index {
   // Writes `record` for `id` (deletes it if null) together with the
   // global and per-version totals rows, in one batch.
   absl::Status Apply(const EntryKey& id, const v1::IndexRecord* record);
+  // Writes `batch`, unless the index's filesystem is nearly full
+  // (ResourceExhausted; writes resume when space returns). Debian's RocksDB
+  // 7.8 is built with assertions and aborts the process when its WAL fails
+  // a write (a full disk), so the WAL must never meet one; should a write
+  // fail anyway, every later one is refused without reaching RocksDB until
+  // the daemon restarts. Callers serve from the store meanwhile (Catalog),
+  // and the index catches up from it.
+  absl::Status Write(rocksdb::WriteBatch* batch, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   // Serialises writers so the totals stay exact.
   mutable absl::Mutex write_mu_;
@@ -109,6 +120,8 @@ class Index {
   mutable absl::Mutex totals_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
   Totals totals_ ABSL_GUARDED_BY(totals_mu_);
   VersionMap versions_ ABSL_GUARDED_BY(totals_mu_);
+  bool write_failed_ ABSL_GUARDED_BY(write_mu_) = false;
+  std::string first_write_error_ ABSL_GUARDED_BY(write_mu_);
   std::string recovered_from_;
 };
 

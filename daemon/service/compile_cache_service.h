@@ -59,6 +59,12 @@ struct ServiceOptions {
   std::function<absl::Time()> now = [] { return absl::Now(); };
   // Metadata operations made on the shared store so far (for GetStats).
   std::function<uint64_t()> shared_ops = [] { return uint64_t{0}; };
+  // What this host's last gc runs left on the stores, and when (for
+  // GetStats; GcCoordinator::Leftovers).
+  std::function<v1::Leftovers(absl::Time*)> leftovers = [](absl::Time* when) {
+    *when = absl::InfinitePast();
+    return v1::Leftovers();
+  };
 };
 
 class CompileCacheService final
