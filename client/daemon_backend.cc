@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "store/file_util.h"
@@ -101,17 +102,7 @@ class DaemonBackend::DaemonLease : public Lease {
     const absl::Duration every = std::max(
         absl::Milliseconds(lease_.ttl_ms()) / 3, absl::Milliseconds(50));
     heartbeat_ = std::thread([this, every] {
-      while (!stop_.WaitForNotificationWithTimeout(every)) {
-        v1::KeepAliveRequest request;
-        request.set_lease_id(lease_.lease_id());
-        v1::KeepAliveResponse response;
-        grpc::Status status = backend_->stub_->KeepAlive(Context(every).get(),
-                                                         request, &response);
-        // A revoked lease cannot come back; a daemon that is down may.
-        if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-          return;
-        }
-      }
+      if (!HoldOnStream(every)) KeepAliveByCalls(every);
     });
   }
 
@@ -163,7 +154,11 @@ class DaemonBackend::DaemonLease : public Lease {
     request.set_lease_id(lease_.lease_id());
     *request.mutable_id() = id_.ToProto();
     request.set_outcome(v1::UnlockRequest::FAILED);
-    request.set_log(log);
+    // The daemon takes at most 1 MiB of log; the end says what failed.
+    constexpr size_t kMaxLogBytes = 1 << 20;
+    request.set_log(log.size() > kMaxLogBytes
+                        ? log.substr(log.size() - kMaxLogBytes)
+                        : log);
     v1::UnlockResponse ignored;
     grpc::Status status = backend_->stub_->Unlock(
         Context(backend_->options_.call_timeout).get(), request, &ignored);
@@ -184,7 +179,55 @@ class DaemonBackend::DaemonLease : public Lease {
   void StopHeartbeat() {
     if (!heartbeat_.joinable()) return;
     stop_.Notify();
+    {
+      absl::MutexLock lock(&stream_mu_);
+      if (stream_context_ != nullptr) stream_context_->TryCancel();
+    }
     heartbeat_.join();
+  }
+
+  // Keeps the lease on a Hold stream, so that the daemon revokes it the
+  // moment this process dies (its socket closes) rather than after the TTL.
+  // False if the daemon does not offer Hold (an older neffd): the caller
+  // renews with KeepAlive calls instead.
+  bool HoldOnStream(absl::Duration every) {
+    grpc::ClientContext context;
+    {
+      absl::MutexLock lock(&stream_mu_);
+      if (stop_.HasBeenNotified()) return true;
+      stream_context_ = &context;
+    }
+    auto stream = backend_->stub_->Hold(&context);
+    v1::KeepAliveRequest request;
+    request.set_lease_id(lease_.lease_id());
+    v1::KeepAliveResponse response;
+    bool first = true;
+    while (stream->Write(request) && stream->Read(&response)) {
+      first = false;
+      if (stop_.WaitForNotificationWithTimeout(every)) break;
+    }
+    // The lease is resolved (StopHeartbeat cancelled the stream), revoked,
+    // or the daemon went away; none of them is retried on a new stream.
+    grpc::Status status = stream->Finish();
+    {
+      absl::MutexLock lock(&stream_mu_);
+      stream_context_ = nullptr;
+    }
+    return !(first && status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+  }
+
+  void KeepAliveByCalls(absl::Duration every) {
+    while (!stop_.WaitForNotificationWithTimeout(every)) {
+      v1::KeepAliveRequest request;
+      request.set_lease_id(lease_.lease_id());
+      v1::KeepAliveResponse response;
+      grpc::Status status =
+          backend_->stub_->KeepAlive(Context(every).get(), request, &response);
+      // A revoked lease cannot come back; a daemon that is down may.
+      if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        return;
+      }
+    }
   }
 
   absl::Status Error(const grpc::Status& status, absl::string_view call) {
@@ -221,6 +264,8 @@ class DaemonBackend::DaemonLease : public Lease {
   const v1::Lease lease_;
   bool resolved_ = false;
   absl::Notification stop_;
+  absl::Mutex stream_mu_;
+  grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
   std::thread heartbeat_;
 };
 

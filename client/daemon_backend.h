@@ -2,15 +2,18 @@
 //
 // DaemonBackend runs the get-or-compile protocol against neffd over gRPC
 // (proto/neffd/v1/neffd.proto). A granted lease is kept alive by a background
-// thread that sends KeepAlive every ttl/3 until the lease is published,
-// failed or abandoned. Publish stages the file in the lease's staging
-// directory (a fresh single-link file named "{key}.{pid}.{n}.staged", which
-// the daemon removes) or, for small hlo entries, sends it inline. Staged files
-// of the same key left by dead processes of this host are removed when a
-// lease is granted.
+// thread on a Hold stream (a message every ttl/3) until the lease is
+// published, failed or abandoned; the stream binds the lease to this
+// process's connection, so when the process dies the daemon hands the key
+// on at once, even from a container whose pid and hostname it cannot see.
+// Against a daemon without Hold the thread sends KeepAlive calls instead.
+// Publish stages the file in the lease's staging directory (a fresh single-link
+// file named "{key}.{pid}.{n}.staged", which the daemon removes) or, for small
+// hlo entries, sends it inline. Staged files of the same key left by dead
+// processes of this host are removed when a lease is granted.
 //
-// Holders are identified as {hostname, getpid(), rank}, so the daemon sees a
-// dead holder through /proc at once.
+// Holders are identified as {hostname, getpid(), rank}, so the daemon also
+// sees a dead holder of its own namespaces through /proc.
 //
 // Thread-safe. Errors follow client/backend.h.
 #ifndef NEFFD_CLIENT_DAEMON_BACKEND_H_

@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "absl/random/random.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "openssl/rand.h"
@@ -120,26 +124,116 @@ absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
   return durable ? env->SyncDir(dir) : absl::OkStatus();
 }
 
+namespace {
+
+constexpr char kDamagePayloadUrl[] = "neffd.dev/damage";
+
+absl::string_view BaseName(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+absl::Status DamageError(const std::string &path, absl::string_view reason) {
+  absl::Status status = absl::DataLossError(
+      absl::StrCat(BaseName(path), " ", reason, " (", path, ")"));
+  status.SetPayload(kDamagePayloadUrl, absl::Cord(reason));
+  return status;
+}
+
+bool IsDamage(const absl::Status &status) {
+  return status.GetPayload(kDamagePayloadUrl).has_value();
+}
+
+absl::string_view FileTypeName(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symlink";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+absl::StatusOr<RegularFile> OpenRegularFile(const std::string &path,
+                                            uint64_t max_bytes, Env *env,
+                                            int flags) {
+  absl::StatusOr<UniqueFd> fd =
+      env->Open(path, flags | O_NOFOLLOW | O_NONBLOCK);
+  if (!fd.ok()) {
+    // ELOOP (a symlink), ENXIO (a socket; absl codes it NotFound), EISDIR,
+    // EACCES: say what the file is, from its own metadata, if it is there.
+    // The common miss (ENOENT) costs no second call: FsCallError ends
+    // with strerror.
+    if (absl::EndsWith(fd.status().message(), std::strerror(ENOENT))) {
+      return fd.status();
+    }
+    struct stat st;
+    absl::Status there = env->Lstat(path, &st);
+    if (absl::IsNotFound(there)) return fd.status();
+    if (there.ok() && !S_ISREG(st.st_mode)) {
+      return DamageError(path, absl::StrCat("is ", FileTypeName(st.st_mode)));
+    }
+    if (absl::IsPermissionDenied(fd.status())) {
+      return DamageError(path, "is not readable by this process");
+    }
+    return fd.status();
+  }
+  RegularFile file{*std::move(fd), {}};
+  if (absl::Status s = env->Fstat(file.fd.get(), path, &file.st); !s.ok()) {
+    return s;
+  }
+  if (!S_ISREG(file.st.st_mode)) {
+    return DamageError(path,
+                       absl::StrCat("is ", FileTypeName(file.st.st_mode)));
+  }
+  if (static_cast<uint64_t>(file.st.st_size) > max_bytes) {
+    return DamageError(path, absl::StrCat("is ", file.st.st_size,
+                                          " bytes, bound ", max_bytes));
+  }
+  return file;
+}
+
 absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes, Env *env) {
-  absl::StatusOr<UniqueFd> fd = env->Open(path, O_RDONLY | O_NOFOLLOW);
-  if (!fd.ok()) return fd.status();
+  absl::StatusOr<RegularFile> file = OpenRegularFile(path, max_bytes, env);
+  if (!file.ok()) return file.status();
   std::string out;
   char buf[8192];
   for (;;) {
-    ssize_t n = read(fd->get(), buf, sizeof(buf));
+    ssize_t n = read(file->fd.get(), buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
       return absl::ErrnoToStatus(errno, absl::StrCat("reading ", path));
     }
     if (n == 0) break;
     out.append(buf, n);
-    if (out.size() > max_bytes) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, " is larger than ", max_bytes, " bytes"));
+    if (out.size() > max_bytes) {  // grew after the fstat
+      return DamageError(path, absl::StrCat("is more than ", max_bytes,
+                                            " bytes, bound ", max_bytes));
     }
   }
   return out;
+}
+
+absl::StatusOr<std::string> MoveToQuarantine(const std::string &quarantine_dir,
+                                             const std::string &path,
+                                             absl::string_view base,
+                                             absl::string_view reason,
+                                             absl::string_view host, Env *env) {
+  const std::string name = UniqueTempName(base, host).substr(1);
+  const std::string target = absl::StrCat(quarantine_dir, "/", name);
+  if (absl::Status s = MakeGroupDirs(quarantine_dir, kSharedDirMode, env);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = env->Rename(path, target); !s.ok()) return s;
+  (void)WriteFileAtomically(quarantine_dir, absl::StrCat(name, ".reason"),
+                            absl::StrCat(reason, "\n"), host,
+                            /*durable=*/true, env);
+  return target;
 }
 
 absl::Status RemoveTree(const std::string &path, Env *env) {

@@ -5,7 +5,8 @@
 // the caller passes its own): a chain of directories, a name for a temp file
 // no other process picks, the atomic-write protocol (temp name with O_EXCL,
 // fsync, rename, fsync of the directory), reading a small file whole and
-// removing a tree. Failed calls return the Env's status, or
+// removing a tree, and the one way to open a file on the shared store
+// (OpenRegularFile). Failed calls return the Env's status, or
 // absl::ErrnoToStatus(errno, "{what} {path}"), so ENOSPC/EDQUOT come back
 // RESOURCE_EXHAUSTED and callers can tell "disk full" from a bug.
 //
@@ -13,6 +14,10 @@
 #ifndef NEFFD_STORE_FILE_UTIL_H_
 #define NEFFD_STORE_FILE_UTIL_H_
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 
@@ -83,7 +88,39 @@ absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
                                  bool durable = true,
                                  Env *env = Env::Default());
 
-// The whole content of a regular file (not following a final symlink).
+// A file on the shared store that anyone who can write the store may have
+// planted: it is not a regular file (a FIFO, a socket, a symlink, a
+// directory, a device), it is larger than its bound, or this process may not
+// read it. DataLoss, with a payload IsDamage recognizes, and a message that
+// names the file and the reason ("model.done is a FIFO", "model.done is
+// 3145728 bytes, bound 1048576"). Callers that may quarantine the file do;
+// everyone else treats it as absent. Never a reason to wait or to fail for
+// good.
+absl::Status DamageError(const std::string &path, absl::string_view reason);
+bool IsDamage(const absl::Status &status);
+
+// What a file's type is called in a damage reason: "a FIFO", "a socket",
+// "a directory", "a symlink", "a character device", ...
+absl::string_view FileTypeName(mode_t mode);
+
+struct RegularFile {
+  UniqueFd fd;
+  struct stat st;  // fstat of fd
+};
+
+// Opens `path` only if it is a regular file of at most `max_bytes`:
+// O_NOFOLLOW | O_NONBLOCK (| O_CLOEXEC) with `flags` (O_RDONLY unless
+// given), so a planted FIFO neither blocks the open nor a read, and a
+// symlink is not followed; then fstat must say S_ISREG. NotFound if `path`
+// does not exist; DamageError (IsDamage) for every other shape; the Env's
+// error for an I/O failure. The one way to open a file of the shared store.
+absl::StatusOr<RegularFile> OpenRegularFile(const std::string &path,
+                                            uint64_t max_bytes,
+                                            Env *env = Env::Default(),
+                                            int flags = O_RDONLY);
+
+// The whole content of a regular file of at most `max_bytes`, opened with
+// OpenRegularFile (so a planted file is DamageError, never a hang).
 absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
                                           size_t max_bytes,
                                           Env *env = Env::Default());
@@ -98,6 +135,16 @@ struct OptionFile {
 // Reads each file (at most 1 MiB); InvalidArgument naming the option of the
 // first that cannot be read.
 absl::Status ReadOptionFiles(std::initializer_list<OptionFile> files);
+
+// Renames `path` (a file of any kind, or a directory) into `quarantine_dir`
+// (created if missing) under a fresh name built from `base`, and writes
+// "{new name}.reason" beside it holding `reason`. Returns the new path.
+absl::StatusOr<std::string> MoveToQuarantine(const std::string &quarantine_dir,
+                                             const std::string &path,
+                                             absl::string_view base,
+                                             absl::string_view reason,
+                                             absl::string_view host,
+                                             Env *env = Env::Default());
 
 // Removes `path` and, if it is a directory, everything under it, without
 // following symlinks. Best effort: what cannot be removed stays; the first

@@ -31,7 +31,9 @@ std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
 absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
                                       const EntryKey &id, Env *env) {
   const std::string path = LockFilePath(locks_dir, id);
-  constexpr int kFlags = O_CREAT | O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+  // O_NONBLOCK: a FIFO planted in the lock directory must not block the open.
+  constexpr int kFlags =
+      O_CREAT | O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
   absl::StatusOr<UniqueFd> fd = env->Open(path, kFlags, kLockFileMode);
   if (absl::IsNotFound(fd.status())) {
     if (absl::Status s =

@@ -90,7 +90,8 @@ bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
 
 bool Store::HasDoneRecord(const EntryKey &id) const {
   struct stat st;
-  return env_.Lstat(absl::StrCat(EntryDir(id), "/", kDoneName), &st).ok();
+  return env_.Lstat(absl::StrCat(EntryDir(id), "/", kDoneName), &st).ok() &&
+         S_ISREG(st.st_mode);  // a planted FIFO or directory is no record
 }
 
 absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
@@ -120,21 +121,23 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
       QuarantineOrphan(id, options_.orphan_grace);
       return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
     }
+    if (IsDamage(done_text.status())) {
+      return Damaged(id, done_text.status().message(), on_damage);
+    }
     return done_text.status();
   }
-  absl::StatusOr<UniqueFd> fd = env_.Open(artifact, O_RDONLY | O_NOFOLLOW);
-  if (!fd.ok()) {
-    if (!absl::IsNotFound(fd.status())) return fd.status();
+  absl::StatusOr<RegularFile> opened =
+      OpenRegularFile(artifact, options_.max_artifact_bytes, &env_);
+  if (!opened.ok()) {
+    if (IsDamage(opened.status())) {
+      return Damaged(id, opened.status().message(), on_damage);
+    }
+    if (!absl::IsNotFound(opened.status())) return opened.status();
     return Damaged(id, "model.done present but the artifact is missing",
                    on_damage);
   }
-  struct stat before;
-  if (absl::Status s = env_.Fstat(fd->get(), artifact, &before); !s.ok()) {
-    return s;
-  }
-  if (!S_ISREG(before.st_mode)) {
-    return Damaged(id, "the artifact is not a regular file", on_damage);
-  }
+  UniqueFd *const fd = &opened->fd;
+  const struct stat before = opened->st;
 
   // libneuronxla writes an empty model.done: such legacy entries are trusted
   // for their size and hashed on first serve.
@@ -225,6 +228,7 @@ absl::StatusOr<PublishResult> Store::Publish(
   // The publisher holds the entry's lease: whatever artifact is there
   // without model.done is an interrupted publish, not one in flight.
   QuarantineOrphan(id, absl::ZeroDuration());
+  QuarantinePlanted(id);
 
   // The durability order (store.h, PublishFromFd): a created directory's
   // name is synced in its parent first, the artifact's data before it is
@@ -305,13 +309,15 @@ absl::StatusOr<PublishResult> Store::Publish(
 
 absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey &id) {
   const std::string artifact = ArtifactPath(id);
-  absl::StatusOr<UniqueFd> fd = env_.Open(artifact, O_RDONLY | O_NOFOLLOW);
-  if (!fd.ok()) return fd.status();
-  struct stat st;
-  if (!env_.Fstat(fd->get(), artifact, &st).ok() || !S_ISREG(st.st_mode)) {
-    return absl::NotFoundError(absl::StrCat(artifact, " is not a file"));
+  absl::StatusOr<RegularFile> opened =
+      OpenRegularFile(artifact, options_.max_artifact_bytes, &env_);
+  if (!opened.ok()) {
+    if (!IsDamage(opened.status())) return opened.status();
+    return Damaged(id, opened.status().message(), OnDamage::kQuarantine);
   }
-  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd->get(), -1, artifact);
+  const struct stat st = opened->st;
+  absl::StatusOr<CopyResult> hashed =
+      CopyAndHash(opened->fd.get(), -1, artifact);
   if (!hashed.ok()) return hashed.status();
   v1::DoneRecord done;
   done.set_size(hashed->size);
@@ -390,16 +396,35 @@ void Store::QuarantineOrphan(const EntryKey &id, absl::Duration grace) {
     }
   }
   // Only the artifact moves: the directory may hold the caller's lease file.
-  const std::string qdir = absl::StrCat(options_.root, "/quarantine");
-  const std::string target = QuarantineTarget(id);
-  if (!MakeGroupDirs(qdir, kSharedDirMode, &env_).ok() ||
-      !env_.Rename(ArtifactPath(id), target).ok()) {
-    return;
+  (void)MoveFileToQuarantine(
+      id, ArtifactPath(id),
+      "artifact without model.done (interrupted publish)");
+}
+
+absl::StatusOr<std::string> Store::MoveFileToQuarantine(
+    const EntryKey &id, const std::string &path, absl::string_view reason) {
+  return MoveToQuarantine(absl::StrCat(options_.root, "/quarantine"), path,
+                          absl::StrCat(id.compiler_version(), "__", id.key()),
+                          reason, options_.host_id, &env_);
+}
+
+void Store::QuarantinePlanted(const EntryKey &id) {
+  for (absl::string_view name : {kKeyInputsFileName, kLogName}) {
+    const std::string path = absl::StrCat(EntryDir(id), "/", name);
+    struct stat st;
+    if (!env_.Lstat(path, &st).ok() || S_ISREG(st.st_mode)) continue;
+    const std::string reason =
+        absl::StrCat(name, " is ", FileTypeName(st.st_mode));
+    absl::StatusOr<std::string> target = MoveFileToQuarantine(id, path, reason);
+    if (!target.ok()) continue;
+    ++quarantined_;
+    if (options_.on_event) {
+      options_.on_event({"entry_quarantined",
+                         {{"entry", id.Canonical()},
+                          {"reason", reason},
+                          {"moved_to", *target}}});
+    }
   }
-  (void)WriteFileAtomically(
-      qdir, absl::StrCat(target.substr(qdir.size() + 1), ".reason"),
-      "artifact without model.done (interrupted publish)\n", options_.host_id,
-      /*durable=*/true, &env_);
 }
 
 absl::Status Store::Damaged(const EntryKey &id, absl::string_view reason,

@@ -18,10 +18,11 @@
 // identity); everything Publish writes appears atomically or not at all.
 // Damaged entries (size or digest mismatch, model.done without artifact,
 // unparseable model.done, an artifact left without model.done by an
-// interrupted publish) are moved to quarantine with a reason file and
-// reported as NotFound. An artifact without model.done that is younger than
-// orphan_grace or guarded by a lease file may be a publish in flight: a miss,
-// left alone.
+// interrupted publish, and anything planted in a file's place: a FIFO, a
+// socket, a symlink, a directory, a record over its bound) are moved to
+// quarantine with a reason file and reported as NotFound. An artifact without
+// model.done that is younger than orphan_grace or guarded by a lease file may
+// be a publish in flight: a miss, left alone.
 //
 // Every filesystem call and clock reading goes through StoreOptions::env
 // (store/env.h), which tests wrap to inject faults.
@@ -77,6 +78,9 @@ struct StoreOptions {
   absl::Duration orphan_grace = absl::Seconds(60);
   // Where damage found (an entry quarantined) is reported.
   EventSink on_event = StderrEventSink;
+  // An artifact larger than this is damage (store/file_util.h
+  // OpenRegularFile), like a FIFO in its place.
+  uint64_t max_artifact_bytes = uint64_t{64} << 30;
 };
 
 // What identifies one version of a file: a change in any field means the
@@ -294,9 +298,18 @@ class Store {
 
   // A fresh, unique place under {root}/quarantine/ for a damaged `id`.
   std::string QuarantineTarget(const EntryKey &id) const;
+  // Moves what stands at the entry's file names but is not a regular file
+  // (compile_flags.json, model.log) to quarantine/: a publisher would fail
+  // to rename over a directory there for ever.
+  void QuarantinePlanted(const EntryKey &id);
   // Moves an artifact that has no model.done aside, if it is not a publish
   // in flight (lease file present, or younger than `grace`).
   void QuarantineOrphan(const EntryKey &id, absl::Duration grace);
+  // Renames one file of `id`'s directory into quarantine/ beside a
+  // "{name}.reason" file; returns where it went.
+  absl::StatusOr<std::string> MoveFileToQuarantine(const EntryKey &id,
+                                                   const std::string &path,
+                                                   absl::string_view reason);
 
   StoreOptions options_;
   // Every filesystem call and clock reading goes through it. Mutable: const

@@ -177,7 +177,10 @@ absl::StatusOr<absl::Time> Store::FilesystemNow() const {
   if (absl::Status s = MakeGroupDirs(dir, kSharedDirMode, &env_); !s.ok())
     return s;
   const std::string path = absl::StrCat(dir, "/clock.", options_.host_id);
-  absl::StatusOr<UniqueFd> fd = env_.Open(path, O_WRONLY | O_CREAT, 0644);
+  // O_NONBLOCK | O_NOFOLLOW: a FIFO or symlink planted there fails the open
+  // rather than blocking it or touching another file.
+  absl::StatusOr<UniqueFd> fd =
+      env_.Open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (!fd.ok()) return fd.status();
   struct stat st;
   if (absl::Status s = env_.Touch(fd->get(), path); !s.ok()) return s;

@@ -1,7 +1,10 @@
 // lock_holder: a rank stand-in for tests. Takes the lock on one entry (waiting
 // for it), prints "GRANTED <lease_id>" or the other outcome, then holds the
 // lease until killed, renewing it every --heartbeat_ms (0 = never: a holder
-// that is alive but silent).
+// that is alive but silent) with KeepAlive calls or, with --hold_stream, on
+// a Hold stream (the lease then ends when this process dies, whatever
+// namespace it runs in). With --publish it publishes a small entry instead of
+// holding on, and prints PUBLISHED.
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
+#include "store/digest.h"
 
 ABSL_FLAG(std::string, address, "", "daemon address");
 ABSL_FLAG(std::string, ns, "neff", "namespace");
@@ -21,6 +25,8 @@ ABSL_FLAG(std::string, compiler_version, "1.0", "compiler version");
 ABSL_FLAG(std::string, host, "", "holder host (default: hostname)");
 ABSL_FLAG(int, wait_seconds, 0, "lock wait (0: daemon default)");
 ABSL_FLAG(int, heartbeat_ms, 0, "KeepAlive interval; 0 = none");
+ABSL_FLAG(bool, hold_stream, false, "keep the lease on a Hold stream");
+ABSL_FLAG(bool, publish, false, "publish at once when granted, then exit");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -54,7 +60,38 @@ int main(int argc, char** argv) {
               response.lease().lease_id().c_str());
   std::fflush(stdout);
   if (response.outcome() != neffd::v1::LockResponse::GRANTED) return 0;
+  if (absl::GetFlag(FLAGS_publish)) {
+    neffd::v1::PublishRequest publish;
+    publish.set_lease_id(response.lease().lease_id());
+    *publish.mutable_id() = request.id();
+    const std::string bytes = "neff of " + request.id().key();
+    publish.set_inline_bytes(bytes);
+    publish.set_size(bytes.size());
+    publish.set_sha256(neffd::Sha256Hex(bytes));
+    neffd::v1::PublishResponse published;
+    grpc::ClientContext publish_context;
+    status = stub->Publish(&publish_context, publish, &published);
+    std::printf("%s\n", status.ok()
+                            ? "PUBLISHED"
+                            : ("ERROR " + status.error_message()).c_str());
+    return status.ok() ? 0 : 1;
+  }
   const int heartbeat_ms = absl::GetFlag(FLAGS_heartbeat_ms);
+  if (absl::GetFlag(FLAGS_hold_stream)) {
+    grpc::ClientContext hold_context;
+    auto stream = stub->Hold(&hold_context);
+    neffd::v1::KeepAliveRequest keep;
+    keep.set_lease_id(response.lease().lease_id());
+    neffd::v1::KeepAliveResponse ttl;
+    while (stream->Write(keep) && stream->Read(&ttl)) {
+      if (heartbeat_ms == 0) pause();
+      absl::SleepFor(absl::Milliseconds(heartbeat_ms));
+    }
+    grpc::Status ended = stream->Finish();
+    std::printf("LOST %s\n", ended.error_message().c_str());
+    std::fflush(stdout);
+    for (;;) pause();
+  }
   for (;;) {
     if (heartbeat_ms == 0) {
       pause();

@@ -224,9 +224,13 @@ absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
   if (record == nullptr && !old->has_value()) return absl::OkStatus();
   const std::pair<std::string, std::string> group{
       std::string(NamespaceName(id.ns())), id.compiler_version()};
-  auto found = versions_.find(group);
-  Totals next = totals_;
-  Totals version = found == versions_.end() ? Totals{} : found->second;
+  Totals next, version;
+  {
+    absl::MutexLock totals(&totals_mu_);
+    auto found = versions_.find(group);
+    next = totals_;
+    version = found == versions_.end() ? Totals{} : found->second;
+  }
   for (Totals* t : {&next, &version}) {
     if (old->has_value()) {
       --t->entries;
@@ -254,6 +258,7 @@ absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
       !s.ok()) {
     return s;
   }
+  absl::MutexLock totals(&totals_mu_);
   totals_ = next;
   if (version.entries == 0) {
     versions_.erase(group);
@@ -291,8 +296,13 @@ absl::Status Index::Write(rocksdb::WriteBatch* batch, absl::string_view what) {
 absl::Status Index::PutAll(
     const std::vector<std::pair<EntryKey, v1::IndexRecord>>& records) {
   absl::MutexLock lock(&write_mu_);
-  Totals next = totals_;
-  VersionMap versions = versions_;
+  Totals next;
+  VersionMap versions;
+  {
+    absl::MutexLock totals(&totals_mu_);
+    next = totals_;
+    versions = versions_;
+  }
   rocksdb::WriteBatch batch;
   for (const auto& [id, record] : records) {
     absl::StatusOr<std::optional<v1::IndexRecord>> old = Get(id);
@@ -314,6 +324,7 @@ absl::Status Index::PutAll(
     batch.Put(VersionRowKey(group.first, group.second), EncodeTotals(t));
   }
   if (absl::Status s = Write(&batch, "put all"); !s.ok()) return s;
+  absl::MutexLock totals(&totals_mu_);
   totals_ = next;
   versions_ = std::move(versions);
   return absl::OkStatus();
@@ -350,12 +361,12 @@ void Index::ForEachAfter(
 }
 
 Index::Totals Index::totals() const {
-  absl::MutexLock lock(&write_mu_);
+  absl::MutexLock lock(&totals_mu_);
   return totals_;
 }
 
 std::vector<Index::VersionTotals> Index::version_totals() const {
-  absl::MutexLock lock(&write_mu_);
+  absl::MutexLock lock(&totals_mu_);
   std::vector<VersionTotals> out;
   out.reserve(versions_.size());
   for (const auto& [group, t] : versions_) {

@@ -114,8 +114,12 @@ class Index {
   // Serialises writers so the totals stay exact.
   mutable absl::Mutex write_mu_;
   std::unique_ptr<rocksdb::DB> db_;
-  Totals totals_ ABSL_GUARDED_BY(write_mu_);
-  VersionMap versions_ ABSL_GUARDED_BY(write_mu_);
+  // The totals as of the last write, changed only by a writer holding
+  // write_mu_; readers (GetStats, every metrics write) take only this one,
+  // so a slow RocksDB write never delays them.
+  mutable absl::Mutex totals_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
+  Totals totals_ ABSL_GUARDED_BY(totals_mu_);
+  VersionMap versions_ ABSL_GUARDED_BY(totals_mu_);
   bool write_failed_ ABSL_GUARDED_BY(write_mu_) = false;
   std::string first_write_error_ ABSL_GUARDED_BY(write_mu_);
   std::string recovered_from_;

@@ -17,6 +17,10 @@
 namespace neffd {
 namespace {
 
+// A lease record is one short line; anything larger was not written by a
+// daemon.
+constexpr size_t kMaxLeaseRecordBytes = 4096;
+
 class FileLock : public ExternalLock {
  public:
   FileLock(UniqueFd local, UniqueFd lease, std::string lease_path, Env *env)
@@ -80,7 +84,7 @@ class FileLocks : public ExternalLocks {
         return std::make_unique<FileLock>(std::move(local), *std::move(lease),
                                           path, shared);
       }
-      if (!absl::IsAlreadyExists(lease.status()) || !BreakIfStale(path)) {
+      if (!absl::IsAlreadyExists(lease.status()) || !BreakIfStale(id, path)) {
         return nullptr;
       }
     }
@@ -103,6 +107,15 @@ class FileLocks : public ExternalLocks {
     return *std::move(fd);
   }
 
+  // "host pid lease-id unix-ms", as TryTake writes it.
+  static bool IsLeaseRecord(const std::string &content) {
+    std::vector<std::string> fields =
+        absl::StrSplit(content, ' ', absl::SkipWhitespace());
+    int64_t pid = 0, ms = 0;
+    return fields.size() == 4 && absl::SimpleAtoi(fields[1], &pid) && pid > 0 &&
+           absl::SimpleAtoi(fields[3], &ms);
+  }
+
   // A lease file from this host's previous daemon whose process is gone.
   bool FromDeadIncarnation(const std::string &content) {
     std::vector<std::string> fields =
@@ -115,16 +128,26 @@ class FileLocks : public ExternalLocks {
     return ProcessIsGone(pid);
   }
 
-  // True if the lease file at `path` was stale and this call removed it.
-  bool BreakIfStale(const std::string &path) {
+  // True if the lease file at `path` was stale (or planted) and this call
+  // removed it.
+  bool BreakIfStale(const EntryKey &id, const std::string &path) {
     Env *const shared = options_.shared_env;
     struct stat judged;
     if (absl::Status s = shared->Lstat(path, &judged); !s.ok()) {
       return absl::IsNotFound(s);
     }
-    absl::StatusOr<std::string> content = ReadSmallFile(path, 4096, shared);
-    if (!(content.ok() && FromDeadIncarnation(*content)) &&
-        !UnchangedForTooLong(path, judged)) {
+    // Never blocks: a FIFO or socket there is damage, not a hang.
+    absl::StatusOr<std::string> content =
+        ReadSmallFile(path, kMaxLeaseRecordBytes, shared);
+    std::string planted;
+    if (IsDamage(content.status())) {
+      planted = std::string(content.status().message());
+    } else if (content.ok() && !IsLeaseRecord(*content)) {
+      if (!UnchangedForTooLong(path, judged)) return false;
+      planted = absl::StrCat(options_.lease_file_name,
+                             " is not a lease record (a foreign file)");
+    } else if (!(content.ok() && FromDeadIncarnation(*content)) &&
+               !UnchangedForTooLong(path, judged)) {
       return false;
     }
     const std::string doomed =
@@ -141,8 +164,22 @@ class FileLocks : public ExternalLocks {
       (void)shared->Unlink(doomed);
       return false;
     }
-    (void)shared->Unlink(doomed);
+    if (planted.empty() || !Quarantine(id, doomed, planted)) {
+      (void)RemoveTree(doomed, shared);
+    }
     return true;
+  }
+
+  // Moves a broken planted lease file to the quarantine directory beside a
+  // reason file; false if there is none or the move failed.
+  bool Quarantine(const EntryKey &id, const std::string &doomed,
+                  const std::string &reason) {
+    return options_.quarantine_dir &&
+           MoveToQuarantine(options_.quarantine_dir(id), doomed,
+                            absl::StrCat(id.compiler_version(), "__", id.key(),
+                                         "__", options_.lease_file_name),
+                            reason, options_.host_id, options_.shared_env)
+               .ok();
   }
 
   // Records what `path` looks like now; true once it has looked exactly so

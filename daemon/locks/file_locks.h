@@ -20,7 +20,14 @@
 //     written by an earlier incarnation of this host's daemon whose process
 //     is gone is stale at once. Breaking is race-free: rename to a unique
 //     name, check that the renamed file is the one judged stale, then unlink;
-//     only the renamer proceeds.
+//     only the renamer proceeds. Anyone who can write the store can plant a
+//     file there: a lease file that is not a regular file (a FIFO, a socket,
+//     a symlink, a directory) or is larger than a lease record is broken at
+//     once, and one that is not a lease record (a foreign file) once it has
+//     stayed unchanged as long as a stale lease; both are moved to
+//     `quarantine_dir` rather than deleted, so an operator can see what was
+//     there. No open of a lease file ever blocks (store/file_util.h
+//     OpenRegularFile).
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
@@ -49,6 +56,8 @@ struct FileLocksOptions {
   absl::Duration poll_interval = absl::Seconds(1);
   // The entry's directory on the shared store.
   std::function<std::string(const EntryKey &)> entry_dir;
+  // Where planted and foreign lease files are moved (empty: deleted).
+  std::function<std::string(const EntryKey &)> quarantine_dir;
   // The lease file's name in that directory. The store-wide gc lease
   // (daemon/cluster/gc_coordinator.h) reuses this protocol under its own name.
   std::string lease_file_name = kLeaseFileName;

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "store/counting_env.h"
 #include "store/file_util.h"
+#include "tests/harness/planted.h"
 #include "tests/harness/temp_dir.h"
 
 namespace neffd {
@@ -36,6 +37,7 @@ class FileLocksTest : public ::testing::Test {
     o.stale_after = absl::Milliseconds(300);
     o.poll_interval = absl::Milliseconds(100);
     o.entry_dir = [this](const EntryKey& id) { return EntryDir(id); };
+    o.quarantine_dir = [this](const EntryKey&) { return QuarantineDir(); };
     o.shared_env = &shared_;
     return NewFileLocks(o);
   }
@@ -43,6 +45,7 @@ class FileLocksTest : public ::testing::Test {
   std::string EntryDir(const EntryKey& id) const {
     return absl::StrCat(root_, "/store/", id.RelativeDir());
   }
+  std::string QuarantineDir() const { return root_ + "/store/quarantine"; }
   std::string LeasePath() const {
     return absl::StrCat(EntryDir(id_), "/", kLeaseFileName);
   }
@@ -128,6 +131,44 @@ TEST_F(FileLocksTest, LocalLockFileExcludesOnTheSameHost) {
   std::unique_ptr<ExternalLock> held = same_host->TryTake(id_, "x");
   ASSERT_NE(held, nullptr);
   EXPECT_EQ(a_->TryTake(id_, "y"), nullptr);
+}
+
+TEST_F(FileLocksTest, PlantedLeaseFileIsBrokenAtOnceAndQuarantined) {
+  for (test_support::PlantedShape shape :
+       {test_support::PlantedShape::kFifo, test_support::PlantedShape::kSocket,
+        test_support::PlantedShape::kSymlinkToRoot,
+        test_support::PlantedShape::kDirectory,
+        test_support::PlantedShape::kHugeRecord}) {
+    SCOPED_TRACE(test_support::PlantedShapeName(shape));
+    fs::remove_all(root_ + "/store");
+    fs::create_directories(EntryDir(id_));
+    test_support::Plant(LeasePath(), shape);
+    const absl::Time start = absl::Now();
+    std::unique_ptr<ExternalLock> held = a_->TryTake(id_, "lease1");
+    ASSERT_NE(held, nullptr);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+    struct stat st;
+    ASSERT_EQ(lstat(LeasePath().c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode));  // ours now
+    EXPECT_EQ(std::distance(fs::directory_iterator(QuarantineDir()),
+                            fs::directory_iterator()),
+              2);  // the planted file and its reason
+  }
+}
+
+TEST_F(FileLocksTest, ForeignLeaseFileIsBrokenOnceUnchangedForTheTtl) {
+  fs::create_directories(EntryDir(id_));
+  test_support::Plant(LeasePath(),
+                      test_support::PlantedShape::kTruncatedRecord);
+  const absl::Time start = absl::Now();
+  std::unique_ptr<ExternalLock> held;
+  while (held == nullptr && absl::Now() - start < absl::Seconds(5)) {
+    held = a_->TryTake(id_, "lease1");
+    if (held == nullptr) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_NE(held, nullptr);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));  // 300 - 100 ms
+  EXPECT_FALSE(fs::is_empty(QuarantineDir()));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
@@ -29,50 +31,176 @@ std::string HolderKey(const HolderInfo& holder) {
 
 }  // namespace
 
-LockTable::LockTable(LockTableOptions options) : options_(std::move(options)) {}
+LockTable::LockTable(LockTableOptions options)
+    : options_(std::move(options)), io_(std::max(1, options_.io_threads)) {}
 
 LockTable::~LockTable() = default;
 
-void LockTable::Run(Pending& pending) {
-  for (auto& [done, event] : pending) done(std::move(event));
-  pending.clear();
+void LockTable::Finish(Outside& out, IoWorkers::Batch* batch) {
+  auto run = [batch](std::function<void()> call) {
+    if (batch != nullptr) {
+      batch->Add(std::move(call));
+    } else {
+      call();
+    }
+  };
+  for (auto& [done, event] : out.callbacks) {
+    run([done = std::move(done), event = std::move(event)]() mutable {
+      done(std::move(event));
+    });
+  }
+  for (auto& [id, external] : out.releases) {
+    run([this, id = std::move(id), external = std::move(external)]() mutable {
+      Release(id, std::move(external));
+    });
+  }
+  for (EntryKey& id : out.takes) {
+    run([this, id = std::move(id)] { Take(id); });
+  }
+  out = Outside();
 }
 
-bool LockTable::TryGrant(Slot& slot, const HolderInfo& holder,
-                         std::string* lease_id) {
+LockTable::Slot* LockTable::FindSlot(const EntryKey& id) {
+  auto it = slots_.find(id.Canonical());
+  return it == slots_.end() ? nullptr : &it->second;
+}
+
+void LockTable::Grant(Slot& slot, Waiter waiter, std::string lease_id,
+                      std::shared_ptr<ExternalLock> external, Outside& out) {
   Lease lease;
-  std::optional<std::string> new_id = NewLeaseId();
-  if (!new_id.has_value()) {
-    // Tried again at the next poll, like a key held elsewhere.
-    slot.next_poll = options_.env->Now() + options_.poll_interval;
-    return false;
-  }
-  lease.lease_id = *std::move(new_id);
-  if (options_.external_locks != nullptr) {
-    lease.external = options_.external_locks->TryTake(slot.id, lease.lease_id);
-    if (lease.external == nullptr) {
-      slot.next_poll = options_.env->Now() + options_.poll_interval;
-      return false;
-    }
-  }
-  lease.holder = holder;
-  lease.liveness_token =
-      options_.liveness ? options_.liveness->Observe(holder) : std::nullopt;
+  lease.lease_id = std::move(lease_id);
+  lease.external = std::move(external);
+  lease.holder = waiter.holder;
+  lease.liveness_token = options_.liveness
+                             ? options_.liveness->Observe(waiter.holder)
+                             : std::nullopt;
   lease.refreshed = options_.env->Now();
   lease.granted = lease.refreshed;
   lease.expires = lease.refreshed + options_.lease_ttl;
-  *lease_id = lease.lease_id;
+  LockEvent granted;
+  granted.outcome = LockOutcome::kGranted;
+  granted.lease_id = lease.lease_id;
   lease_to_slot_[lease.lease_id] = slot.id.Canonical();
-  ++leases_by_holder_[HolderKey(holder)];
+  ++leases_by_holder_[HolderKey(waiter.holder)];
+  waiter_to_slot_.erase(waiter.id);
   slot.lease = std::move(lease);
   ++counts_.grants;
-  return true;
+  out.callbacks.emplace_back(std::move(waiter.done), std::move(granted));
+}
+
+void LockTable::Settle(Slot& slot, absl::Time now, Outside& out) {
+  if (!slot.lease.has_value() && !slot.io_busy) {
+    if (slot.handover != nullptr && !slot.waiters.empty()) {
+      // The lease's holds pass to the next waiter: no I/O.
+      if (std::optional<std::string> id = NewLeaseId()) {
+        Waiter next = std::move(slot.waiters.front());
+        slot.waiters.pop_front();
+        Grant(slot, std::move(next), *std::move(id), std::move(slot.handover),
+              out);
+      }
+    }
+    if (slot.handover != nullptr && slot.waiters.empty()) {
+      slot.io_busy = true;
+      out.releases.emplace_back(slot.id, std::move(slot.handover));
+      slot.handover = nullptr;
+    } else if (slot.handover == nullptr && !slot.waiters.empty() &&
+               !slot.probing && slot.next_poll <= now) {
+      slot.io_busy = true;
+      out.takes.push_back(slot.id);
+    }
+  }
+  DropIfIdle(slot.id.Canonical());
+}
+
+void LockTable::Take(const EntryKey& id) {
+  std::optional<std::string> lease_id = NewLeaseId();
+  std::shared_ptr<ExternalLock> external;
+  bool taken = lease_id.has_value();
+  if (taken && options_.external_locks != nullptr) {
+    external = options_.external_locks->TryTake(id, *lease_id);
+    taken = external != nullptr;
+  }
+  Outside out;
+  {
+    absl::MutexLock lock(&mu_);
+    Slot* slot = FindSlot(id);  // io_busy kept it
+    if (slot == nullptr) {
+      out.releases.emplace_back(id, std::move(external));
+    } else {
+      slot->io_busy = false;
+      const absl::Time now = options_.env->Now();
+      if (!taken) {
+        // Held elsewhere (or no lease id): looked at again at the next poll;
+        // who asked without waiting hears so now.
+        slot->next_poll = now + options_.poll_interval;
+        for (auto w = slot->waiters.begin(); w != slot->waiters.end();) {
+          if (!w->trying || w->wait) {
+            if (w->trying) ++counts_.waits;
+            w->trying = false;
+            ++w;
+            continue;
+          }
+          LockEvent busy;
+          busy.outcome = LockOutcome::kBusy;
+          waiter_to_slot_.erase(w->id);
+          out.callbacks.emplace_back(std::move(w->done), std::move(busy));
+          w = slot->waiters.erase(w);
+        }
+      } else if (slot->lease.has_value() || slot->waiters.empty()) {
+        slot->handover = std::move(external);  // released by Settle
+      } else {
+        Waiter first = std::move(slot->waiters.front());
+        slot->waiters.pop_front();
+        Grant(*slot, std::move(first), *std::move(lease_id),
+              std::move(external), out);
+      }
+      Settle(*slot, now, out);
+    }
+  }
+  Finish(out);
+}
+
+void LockTable::Release(const EntryKey& id,
+                        std::shared_ptr<ExternalLock> external) {
+  external.reset();  // removes the lease file: shared-filesystem I/O
+  Outside out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (Slot* slot = FindSlot(id)) {
+      slot->io_busy = false;
+      Settle(*slot, options_.env->Now(), out);
+    }
+  }
+  Finish(out);
+}
+
+void LockTable::Probe(const EntryKey& id) {
+  std::optional<v1::Entry> entry = options_.probe_entry(id);
+  Outside out;
+  {
+    absl::MutexLock lock(&mu_);
+    Slot* slot = FindSlot(id);
+    if (slot == nullptr) return;
+    slot->probing = false;
+    if (entry.has_value() && !slot->lease.has_value()) {
+      LockEvent ready;
+      ready.outcome = LockOutcome::kReady;
+      ready.entry = *std::move(entry);
+      for (Waiter& w : slot->waiters) {
+        waiter_to_slot_.erase(w.id);
+        out.callbacks.emplace_back(std::move(w.done), ready);
+      }
+      slot->waiters.clear();
+    }
+    Settle(*slot, options_.env->Now(), out);
+  }
+  Finish(out);
 }
 
 LockTable::WaiterId LockTable::Acquire(const EntryKey& id,
                                        const HolderInfo& holder, bool wait,
                                        absl::Time deadline, LockCallback done) {
-  Pending pending;
+  Outside out;
   WaiterId waiter_id = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -85,29 +213,38 @@ LockTable::WaiterId LockTable::Acquire(const EntryKey& id,
       event.outcome = LockOutcome::kTooMany;
     } else {
       Slot& slot = slots_.try_emplace(canonical, id).first->second;
-      if (!slot.lease.has_value() && slot.waiters.empty() &&
-          TryGrant(slot, holder, &event.lease_id)) {
-        event.outcome = LockOutcome::kGranted;
-      } else if (!wait) {
+      const bool free = !slot.lease.has_value() && slot.waiters.empty() &&
+                        !slot.io_busy && !slot.probing;
+      if (!free && !wait) {
         event.outcome = LockOutcome::kBusy;
         DropIfIdle(canonical);
-      } else if (options_.max_waiters > 0 &&
+      } else if (!free && options_.max_waiters > 0 &&
                  waiter_to_slot_.size() >=
                      static_cast<size_t>(options_.max_waiters)) {
         event.outcome = LockOutcome::kOverloaded;
         DropIfIdle(canonical);
       } else {
+        // A free key is taken outside the mutex; meanwhile the caller waits
+        // in line like any waiter (first, since the line was empty).
         waiter_id = next_waiter_++;
         slot.waiters.push_back(
-            Waiter{waiter_id, holder, deadline, std::move(done)});
+            Waiter{waiter_id, holder, deadline, std::move(done), wait, free});
         waiter_to_slot_[waiter_id] = canonical;
-        ++counts_.waits;
-        return waiter_id;
+        if (!free) ++counts_.waits;
+        if (free) {
+          slot.next_poll = absl::InfinitePast();
+          Settle(slot, options_.env->Now(), out);
+        }
       }
     }
-    pending.emplace_back(std::move(done), std::move(event));
+    if (waiter_id == 0) out.callbacks.emplace_back(std::move(done), event);
   }
-  Run(pending);
+  const bool answered_here = !out.takes.empty() || !out.callbacks.empty();
+  Finish(out);
+  if (answered_here) {
+    absl::MutexLock lock(&mu_);
+    if (!waiter_to_slot_.contains(waiter_id)) return 0;
+  }
   return waiter_id;
 }
 
@@ -166,18 +303,17 @@ absl::Status LockTable::BeginPublish(const std::string& lease_id,
   if (external == nullptr || external->StillHeld()) return absl::OkStatus();
   // Another host judged this lease stale and took the entry over: its
   // publish wins, this one must not overwrite it.
-  Pending pending;
+  Outside out;
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<Slot*> slot = FindLease(lease_id, &id);
     if (slot.ok()) {
-      EndLease(**slot);
+      EndLease(**slot, /*keep_external=*/false, out);
       ++counts_.revoked;
-      GrantNext(**slot, pending);
-      DropIfIdle(id.Canonical());
+      Settle(**slot, options_.env->Now(), out);
     }
   }
-  Run(pending);
+  Finish(out);
   return absl::FailedPreconditionError(
       "lease_id: another host broke this lease after it went stale and is "
       "compiling the entry; its result will be served");
@@ -185,7 +321,7 @@ absl::Status LockTable::BeginPublish(const std::string& lease_id,
 
 void LockTable::FinishPublish(const std::string& lease_id,
                               const v1::Entry* entry) {
-  Pending pending;
+  Outside out;
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<Slot*> slot = FindLease(lease_id, nullptr);
@@ -194,18 +330,18 @@ void LockTable::FinishPublish(const std::string& lease_id,
       LockEvent ready;
       ready.outcome = LockOutcome::kReady;
       ready.entry = *entry;
-      ResolveAll(**slot, ready, pending);
+      ResolveAll(**slot, ready, out);
     } else {
       (*slot)->lease->publishing = false;
       (*slot)->lease->expires = options_.env->Now() + options_.lease_ttl;
     }
   }
-  Run(pending);
+  Finish(out);
 }
 
 size_t LockTable::AnswerWaiters(const std::string& lease_id,
                                 const v1::Entry& entry) {
-  Pending pending;
+  Outside out;
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<Slot*> slot = FindLease(lease_id, nullptr);
@@ -215,18 +351,18 @@ size_t LockTable::AnswerWaiters(const std::string& lease_id,
     ready.entry = entry;
     for (Waiter& w : (*slot)->waiters) {
       waiter_to_slot_.erase(w.id);
-      pending.emplace_back(std::move(w.done), ready);
+      out.callbacks.emplace_back(std::move(w.done), ready);
     }
     (*slot)->waiters.clear();
   }
-  const size_t answered = pending.size();
-  Run(pending);
+  const size_t answered = out.callbacks.size();
+  Finish(out);
   return answered;
 }
 
 absl::Status LockTable::Release(const std::string& lease_id, const EntryKey& id,
                                 const v1::Failure* failure) {
-  Pending pending;
+  Outside out;
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<Slot*> slot = FindLease(lease_id, &id);
@@ -239,15 +375,27 @@ absl::Status LockTable::Release(const std::string& lease_id, const EntryKey& id,
       LockEvent failed;
       failed.outcome = LockOutcome::kFailed;
       failed.failure = *failure;
-      ResolveAll(**slot, failed, pending);
+      ResolveAll(**slot, failed, out);
     } else {
-      EndLease(**slot);
-      GrantNext(**slot, pending);
-      DropIfIdle(id.Canonical());
+      EndLease(**slot, /*keep_external=*/true, out);
+      Settle(**slot, options_.env->Now(), out);
     }
   }
-  Run(pending);
+  Finish(out);
   return absl::OkStatus();
+}
+
+void LockTable::HolderGone(const std::string& lease_id) {
+  Outside out;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Slot*> slot = FindLease(lease_id, nullptr);
+    if (!slot.ok() || (*slot)->lease->publishing) return;
+    EndLease(**slot, /*keep_external=*/true, out);
+    ++counts_.revoked;
+    Settle(**slot, options_.env->Now(), out);
+  }
+  Finish(out);
 }
 
 int LockTable::HeldBy(const HolderInfo& holder) const {
@@ -255,56 +403,54 @@ int LockTable::HeldBy(const HolderInfo& holder) const {
   return held == leases_by_holder_.end() ? 0 : held->second;
 }
 
-void LockTable::EndLease(Slot& slot) {
+void LockTable::EndLease(Slot& slot, bool keep_external, Outside& out) {
   lease_to_slot_.erase(slot.lease->lease_id);
   auto held = leases_by_holder_.find(HolderKey(slot.lease->holder));
   if (held != leases_by_holder_.end() && --held->second <= 0) {
     leases_by_holder_.erase(held);
   }
-  slot.lease.reset();  // drops the external locks
+  std::shared_ptr<ExternalLock> external = std::move(slot.lease->external);
+  slot.lease.reset();
+  if (external == nullptr) return;
+  if (keep_external) {
+    slot.handover = std::move(external);
+  } else {
+    slot.io_busy = true;
+    out.releases.emplace_back(slot.id, std::move(external));
+  }
 }
 
-void LockTable::GrantNext(Slot& slot, Pending& pending) {
-  if (slot.lease.has_value() || slot.waiters.empty()) return;
-  Waiter& next = slot.waiters.front();
-  LockEvent granted;
-  granted.outcome = LockOutcome::kGranted;
-  if (!TryGrant(slot, next.holder, &granted.lease_id)) return;
-  waiter_to_slot_.erase(next.id);
-  pending.emplace_back(std::move(next.done), std::move(granted));
-  slot.waiters.pop_front();
-}
-
-void LockTable::ResolveAll(Slot& slot, const LockEvent& event,
-                           Pending& pending) {
-  if (slot.lease.has_value()) EndLease(slot);
+void LockTable::ResolveAll(Slot& slot, const LockEvent& event, Outside& out) {
+  if (slot.lease.has_value()) EndLease(slot, /*keep_external=*/true, out);
   for (Waiter& w : slot.waiters) {
     waiter_to_slot_.erase(w.id);
-    pending.emplace_back(std::move(w.done), event);
+    out.callbacks.emplace_back(std::move(w.done), event);
   }
   slot.waiters.clear();
-  DropIfIdle(slot.id.Canonical());
+  Settle(slot, options_.env->Now(), out);
+}
+
+bool LockTable::Idle(const Slot& slot) const {
+  return !slot.lease.has_value() && slot.waiters.empty() && !slot.io_busy &&
+         !slot.probing && slot.handover == nullptr;
 }
 
 void LockTable::DropIfIdle(const std::string& canonical) {
   auto it = slots_.find(canonical);
-  if (it != slots_.end() && !it->second.lease.has_value() &&
-      it->second.waiters.empty()) {
-    slots_.erase(it);
-  }
+  if (it != slots_.end() && Idle(it->second)) slots_.erase(it);
 }
 
 void LockTable::Tick() {
-  // I/O (/proc reads, lease-file refreshes, store probes) happens outside the
-  // mutex on a snapshot; decisions are made under it afterwards.
+  // /proc reads happen here, outside the mutex; shared-filesystem calls
+  // (lease-file refreshes, store probes, takes and releases) on the workers,
+  // each reporting its own result, so a stalled one delays only its key.
   struct Observed {
     std::string lease_id;
     HolderInfo holder;
     uint64_t token;
   };
   std::vector<Observed> observed;
-  std::vector<std::shared_ptr<ExternalLock>> to_refresh;
-  std::vector<EntryKey> to_probe;
+  IoWorkers::Batch io(&io_);
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = options_.env->Now();
@@ -315,13 +461,22 @@ void LockTable::Tick() {
           observed.push_back(
               {lease.lease_id, lease.holder, *lease.liveness_token});
         }
-        if (lease.external != nullptr &&
+        if (lease.external != nullptr && !lease.refreshing &&
             now - lease.refreshed >= options_.lease_ttl / 3) {
           lease.refreshed = now;
-          to_refresh.push_back(lease.external);
+          lease.refreshing = true;
+          io.Add([this, external = lease.external, id = lease.lease_id] {
+            external->Refresh();
+            absl::MutexLock lock(&mu_);
+            absl::StatusOr<Slot*> slot = FindLease(id, nullptr);
+            if (slot.ok()) (*slot)->lease->refreshing = false;
+          });
         }
-      } else if (!slot.waiters.empty() && slot.next_poll <= now) {
-        to_probe.push_back(slot.id);
+      } else if (options_.probe_entry && !slot.waiters.empty() &&
+                 slot.next_poll <= now && !slot.probing && !slot.io_busy &&
+                 slot.handover == nullptr) {
+        slot.probing = true;
+        io.Add([this, id = slot.id] { Probe(id); });
       }
     }
   }
@@ -329,39 +484,19 @@ void LockTable::Tick() {
   for (const Observed& o : observed) {
     if (!options_.liveness->IsAlive(o.holder, o.token)) dead[o.lease_id] = true;
   }
-  for (auto& external : to_refresh) external->Refresh();
-  absl::flat_hash_map<std::string, v1::Entry> published;
-  if (options_.probe_entry) {
-    for (const EntryKey& id : to_probe) {
-      if (std::optional<v1::Entry> e = options_.probe_entry(id)) {
-        published[id.Canonical()] = *std::move(e);
-      }
-    }
-  }
+  // Published entries first: waiters answered READY need no lease.
+  io.WaitFor(options_.tick_io_wait);
 
-  Pending pending;
+  Outside out;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = options_.env->Now();
-    std::vector<std::string> idle;
+    std::vector<EntryKey> keys;  // Settle may drop slots
     for (auto& [canonical, slot] : slots_) {
       if (slot.lease.has_value() && !slot.lease->publishing &&
           (now >= slot.lease->expires || dead.contains(slot.lease->lease_id))) {
-        EndLease(slot);
+        EndLease(slot, /*keep_external=*/true, out);
         ++counts_.revoked;
-      }
-      if (!slot.lease.has_value()) {
-        auto found = published.find(canonical);
-        if (found != published.end()) {
-          LockEvent ready;
-          ready.outcome = LockOutcome::kReady;
-          ready.entry = found->second;
-          for (Waiter& w : slot.waiters) {
-            waiter_to_slot_.erase(w.id);
-            pending.emplace_back(std::move(w.done), ready);
-          }
-          slot.waiters.clear();
-        }
       }
       for (auto w = slot.waiters.begin(); w != slot.waiters.end();) {
         if (w->deadline > now) {
@@ -371,18 +506,19 @@ void LockTable::Tick() {
         LockEvent timed_out;
         timed_out.outcome = LockOutcome::kTimedOut;
         waiter_to_slot_.erase(w->id);
-        pending.emplace_back(std::move(w->done), std::move(timed_out));
+        out.callbacks.emplace_back(std::move(w->done), std::move(timed_out));
         w = slot.waiters.erase(w);
         ++counts_.timeouts;
       }
-      if (slot.next_poll <= now) GrantNext(slot, pending);
-      if (!slot.lease.has_value() && slot.waiters.empty()) {
-        idle.push_back(canonical);
-      }
+      keys.push_back(slot.id);
     }
-    for (const std::string& canonical : idle) slots_.erase(canonical);
+    for (const EntryKey& id : keys) {
+      if (Slot* slot = FindSlot(id)) Settle(*slot, now, out);
+    }
   }
-  Run(pending);
+  IoWorkers::Batch handoffs(&io_);
+  Finish(out, &handoffs);
+  handoffs.WaitFor(options_.tick_io_wait);
 }
 
 void LockTable::Shutdown() {
@@ -416,7 +552,7 @@ std::vector<LockTable::LeaseView> LockTable::Leases() const {
 }
 
 void LockTable::Drain() {
-  Pending pending;
+  Outside out;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
@@ -424,13 +560,13 @@ void LockTable::Drain() {
       for (Waiter& w : slot.waiters) {
         LockEvent event;
         event.outcome = LockOutcome::kShutdown;
-        pending.emplace_back(std::move(w.done), std::move(event));
+        out.callbacks.emplace_back(std::move(w.done), std::move(event));
       }
       slot.waiters.clear();
     }
     waiter_to_slot_.clear();
   }
-  Run(pending);
+  Finish(out);
 }
 
 bool LockTable::Held(const EntryKey& id) const {

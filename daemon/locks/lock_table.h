@@ -19,8 +19,19 @@
 // kTooMany when the holder (host, pid) already holds max_leases_per_holder
 // leases, and kOverloaded when the request would park but max_waiters are
 // parked already (across all keys and clients). A lease is revoked when its
-// holder misses its TTL or, if Liveness can observe the holder, as soon as the
-// holder's process is gone. A lease pinned by BeginPublish is never revoked.
+// holder misses its TTL, if Liveness can observe the holder as soon as the
+// holder's process is gone, and when the service says the holder's
+// connection broke (HolderGone). A lease pinned by BeginPublish is never
+// revoked.
+//
+// No shared-filesystem call is ever made under the table's mutex: external
+// holds are taken, refreshed and released, and published entries looked for,
+// outside it, each key by one call at a time. A lease that ends with waiters
+// parked hands its external hold to the next waiter without any I/O. Tick
+// runs its calls on `io_threads` workers (daemon/locks/io_workers.h) and
+// waits for them at most `tick_io_wait`: a call that stalls on the shared
+// filesystem delays its own key only, never the tick, another key's lease
+// refresh or an RPC.
 //
 // Thread-safe. Tick() must be called periodically (the daemon does it every
 // 100 ms); timing granularity of expiry and timeouts is the tick interval.
@@ -30,14 +41,18 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/locks/io_workers.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/entry_id.h"
 #include "store/env.h"
@@ -105,6 +120,10 @@ struct LockTableOptions {
   // costs a gRPC call and its memory, so this bounds what a storm of ranks
   // (or a runaway client) can make the daemon hold.
   int max_waiters = 0;
+  // Threads for Tick's shared-filesystem calls, and how long a Tick waits for
+  // them before it leaves the stragglers to finish on their own.
+  int io_threads = 8;
+  absl::Duration tick_io_wait = absl::Milliseconds(500);
 };
 
 class LockTable {
@@ -152,6 +171,11 @@ class LockTable {
   // Returns how many were answered.
   size_t AnswerWaiters(const std::string& lease_id, const v1::Entry& entry);
 
+  // The holder's connection broke (its process is gone): the lease ends at
+  // once, as if abandoned, unless a publish pinned it (the publish decides).
+  // Counted as a revocation. No-op for a lease that is not held.
+  void HolderGone(const std::string& lease_id);
+
   // Gives the lease back. Without `failure` (abandoned) the next waiter is
   // granted; with it every waiter gets kFailed.
   absl::Status Release(const std::string& lease_id, const EntryKey& id,
@@ -192,6 +216,10 @@ class LockTable {
     HolderInfo holder;
     absl::Time deadline;
     LockCallback done;
+    bool wait = true;  // false: answered kBusy if the key cannot be taken
+    // Found the key free: not parked (counted as a wait) unless the take
+    // fails.
+    bool trying = false;
   };
   struct Lease {
     std::string lease_id;
@@ -201,6 +229,7 @@ class LockTable {
     absl::Time refreshed;
     absl::Time granted;
     bool publishing = false;
+    bool refreshing = false;  // a Refresh is running outside the mutex
     std::shared_ptr<ExternalLock> external;
   };
   struct Slot {
@@ -210,29 +239,58 @@ class LockTable {
     std::deque<Waiter> waiters;
     // While the key is held elsewhere: when to look again.
     absl::Time next_poll = absl::InfinitePast();
+    // An external hold is being taken or released outside the mutex; no
+    // other attempt starts until it reports back.
+    bool io_busy = false;
+    bool probing = false;  // probe_entry is running outside the mutex
+    // The external hold of a lease that just ended, for the next waiter.
+    std::shared_ptr<ExternalLock> handover;
   };
-  using Pending = std::vector<std::pair<LockCallback, LockEvent>>;
+  // What is done once the mutex is released: callbacks to run, external
+  // holds to release, keys whose holds to take.
+  struct Outside {
+    std::vector<std::pair<LockCallback, LockEvent>> callbacks;
+    std::vector<std::pair<EntryKey, std::shared_ptr<ExternalLock>>> releases;
+    std::vector<EntryKey> takes;
+  };
 
-  // Grants `slot` to `holder` if its external locks can be taken; fills
-  // lease_id.
-  bool TryGrant(Slot& slot, const HolderInfo& holder, std::string* lease_id)
+  // Makes `waiter` the holder with `external` (may be null).
+  void Grant(Slot& slot, Waiter waiter, std::string lease_id,
+             std::shared_ptr<ExternalLock> external, Outside& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands a free slot to its first waiter that can take it.
-  void GrantNext(Slot& slot, Pending& pending)
+  // Moves a free slot on: hands a spare hold to the first waiter, releases
+  // a spare hold nobody waits for, or schedules a take for waiters; drops
+  // the slot when nothing is left.
+  void Settle(Slot& slot, absl::Time now, Outside& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the slot's lease; its external hold becomes the slot's handover if
+  // `keep_external`, else it is released.
+  void EndLease(Slot& slot, bool keep_external, Outside& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the slot's lease and answers all its waiters with `event`.
-  void ResolveAll(Slot& slot, const LockEvent& event, Pending& pending)
+  void ResolveAll(Slot& slot, const LockEvent& event, Outside& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EndLease(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leases out to `holder` (host, pid).
   int HeldBy(const HolderInfo& holder) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Idle(const Slot& slot) const;
   void DropIfIdle(const std::string& canonical)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot `lease_id` holds, checked against `id` if given.
   absl::StatusOr<Slot*> FindLease(const std::string& lease_id,
                                   const EntryKey* id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void Run(Pending& pending);
+  Slot* FindSlot(const EntryKey& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Without the mutex: carries `out` out, here or (with `batch`) on the
+  // workers.
+  void Finish(Outside& out, IoWorkers::Batch* batch = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes `id`'s external hold and grants it to the first waiter.
+  void Take(const EntryKey& id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(const EntryKey& id, std::shared_ptr<ExternalLock> external)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Looks for a published entry for `id` and answers its waiters with it.
+  void Probe(const EntryKey& id) ABSL_LOCKS_EXCLUDED(mu_);
 
   const LockTableOptions options_;
   mutable absl::Mutex mu_;
@@ -247,6 +305,8 @@ class LockTable {
   Counts counts_ ABSL_GUARDED_BY(mu_);
   // Leases out per "host/pid".
   absl::flat_hash_map<std::string, int> leases_by_holder_ ABSL_GUARDED_BY(mu_);
+  // Last: destroyed (its threads joined) before what they use.
+  IoWorkers io_;
 };
 
 }  // namespace neffd

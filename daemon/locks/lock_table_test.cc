@@ -154,6 +154,26 @@ TEST_F(LockTableTest, DeadHolderIsReplacedAtTheNextTick) {
   EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
 }
 
+TEST_F(LockTableTest, HolderGoneHandsTheKeyOnAtOnceUnlessPublishing) {
+  std::optional<LockEvent> holder, w1, w2;
+  Acquire(1, &holder);
+  Acquire(2, &w1);
+  Acquire(3, &w2);
+  table_->HolderGone(holder->lease_id);  // no tick, no TTL
+  ASSERT_TRUE(w1.has_value());
+  EXPECT_EQ(w1->outcome, LockOutcome::kGranted);
+  EXPECT_EQ(table_->counts().revoked, 1u);
+  table_->HolderGone(holder->lease_id);  // already gone: nothing
+  EXPECT_FALSE(w2.has_value());
+  ASSERT_TRUE(table_->BeginPublish(w1->lease_id, id_).ok());
+  table_->HolderGone(w1->lease_id);  // the publish decides
+  EXPECT_FALSE(w2.has_value());
+  table_->FinishPublish(w1->lease_id, nullptr);
+  table_->HolderGone(w1->lease_id);
+  ASSERT_TRUE(w2.has_value());
+  EXPECT_EQ(w2->outcome, LockOutcome::kGranted);
+}
+
 TEST_F(LockTableTest, PublishingLeaseIsNeverRevoked) {
   std::optional<LockEvent> holder;
   Acquire(1, &holder);

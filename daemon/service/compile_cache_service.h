@@ -14,8 +14,11 @@
 // the LockTable, not a thread. Lookup is too, because it is the call ranks
 // make most and the callback API costs the least CPU per call (measured in
 // docs/BENCHMARKS.md); a hit does no I/O but an occasional pair of stats. The
-// other methods are synchronous; Publish may spend seconds copying and
-// hashing a large file.
+// Hold, the stream that binds a lease to its holder's connection, is a
+// callback reactor too (hold_stream.cc): 128 holders cost 128 small objects,
+// not 128 threads; when a holder's stream breaks its lease is revoked at once
+// (LockTable::HolderGone). The other methods are synchronous; Publish may
+// spend seconds copying and hashing a large file.
 //
 // Thread-safe. The stores, index, lock table, publisher and telemetry must
 // outlive the service.
@@ -28,7 +31,10 @@
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
@@ -72,7 +78,8 @@ struct ServiceOptions {
 class CompileCacheService final
     : public v1::CompileCache::WithCallbackMethod_Lookup<
           v1::CompileCache::WithCallbackMethod_Lock<
-              v1::CompileCache::Service>> {
+              v1::CompileCache::WithCallbackMethod_Hold<
+                  v1::CompileCache::Service>>> {
  public:
   // `tier` (may be null) serves neff entries from local copies; `publisher`
   // carries out Publish and Unlock(FAILED).
@@ -90,6 +97,11 @@ class CompileCacheService final
   grpc::ServerUnaryReactor* Lock(grpc::CallbackServerContext* context,
                                  const v1::LockRequest* request,
                                  v1::LockResponse* response) override;
+  grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* Hold(
+      grpc::CallbackServerContext* context) override;
+  // Ends every open Hold stream (UNAVAILABLE) without revoking its lease, so
+  // a server shutdown need not wait for them; later Holds are refused.
+  void EndHolds();
   grpc::Status KeepAlive(grpc::ServerContext* context,
                          const v1::KeepAliveRequest* request,
                          v1::KeepAliveResponse* response) override;
@@ -105,6 +117,7 @@ class CompileCacheService final
 
  private:
   class LockReactor;
+  class HoldReactor;
 
   // The caller's credentials when it came over a unix socket.
   std::optional<PeerCredentials> PeerOf(
@@ -140,6 +153,10 @@ class CompileCacheService final
   Publisher* const publisher_;
   Telemetry* const telemetry_;
   const absl::Time started_;
+
+  absl::Mutex holds_mu_;
+  absl::flat_hash_set<HoldReactor*> holds_ ABSL_GUARDED_BY(holds_mu_);
+  bool holds_ended_ ABSL_GUARDED_BY(holds_mu_) = false;
 };
 
 }  // namespace neffd

@@ -264,6 +264,9 @@ void Daemon::Parts::BuildLockTable() {
   file_options.entry_dir = [catalog = catalog.get()](const EntryKey &id) {
     return catalog->StoreFor(id).EntryDir(id);
   };
+  file_options.quarantine_dir = [catalog = catalog.get()](const EntryKey &id) {
+    return catalog->StoreFor(id).root() + "/quarantine";
+  };
   file_options.poll_interval = options.poll_interval;
   lease_env = std::make_unique<CountingEnv>(options.env);
   file_options.env = options.env;
@@ -546,6 +549,7 @@ void Daemon::Shutdown() {
   p->shut_down = true;
   p->health.Shutdown();
   p->locks->Shutdown();
+  p->service->EndHolds();  // long-lived streams; their leases end with us
   // No new connections; the sockets are removed.
   p->ranks_listener.reset();
   p->admin_listener.reset();

@@ -85,6 +85,25 @@ absl::StatusOr<EntryKey> ValidatePublishRequest(
     return absl::InvalidArgumentError(absl::StrCat(
         "metadata: at most ", limits.max_metadata_entries, " entries"));
   }
+  size_t metadata_bytes = 0;
+  for (const auto& [key, value] : request.metadata()) {
+    if (key.empty() || key.size() > limits.max_metadata_key_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metadata: key '", absl::CHexEscape(key.substr(0, 32)), "' is ",
+          key.size(), " bytes; keys are 1..", limits.max_metadata_key_bytes));
+    }
+    if (value.size() > limits.max_metadata_value_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metadata[", key, "]: is ", value.size(),
+          " bytes, over the limit of ", limits.max_metadata_value_bytes));
+    }
+    metadata_bytes += key.size() + value.size();
+  }
+  if (metadata_bytes > limits.max_metadata_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata: ", metadata_bytes, " bytes in all, over the limit of ",
+        limits.max_metadata_bytes));
+  }
   return id;
 }
 
@@ -96,6 +115,12 @@ absl::StatusOr<EntryKey> ValidateUnlockRequest(const v1::UnlockRequest& request,
   if (request.outcome() != v1::UnlockRequest::ABANDONED &&
       request.outcome() != v1::UnlockRequest::FAILED) {
     return absl::InvalidArgumentError("outcome: must be ABANDONED or FAILED");
+  }
+  if (request.log().size() > limits.max_log_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log: is ", request.log().size(),
+                     " bytes, over the limit of ", limits.max_log_bytes,
+                     "; send its last ", limits.max_log_bytes, " bytes"));
   }
   return id;
 }

@@ -27,7 +27,16 @@ struct RequestLimits {
   uint64_t max_entry_bytes = uint64_t{8} << 30;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
   size_t max_host_bytes = 256;
+  // Publish metadata lands in model.done (read back with a 1 MiB bound) and,
+  // for key_inputs, compile_flags.json: bounded so no client can write a
+  // record that every reader must refuse.
   int max_metadata_entries = 64;
+  size_t max_metadata_key_bytes = 128;
+  size_t max_metadata_value_bytes = 64 << 10;
+  size_t max_metadata_bytes = 256 << 10;
+  // Unlock(FAILED)'s log becomes model.log; the client library sends its
+  // last max_log_bytes.
+  size_t max_log_bytes = 1 << 20;
 };
 
 // Non-empty and at most 64 bytes.
@@ -38,13 +47,14 @@ absl::StatusOr<EntryKey> ValidateLockRequest(const v1::LockRequest& request,
                                              const RequestLimits& limits);
 
 // Everything of a Publish request but the staged file itself: entry, lease,
-// sha256, size against the limits, exactly one content, metadata count, and
+// sha256, size against the limits, exactly one content, metadata count and
+// sizes, and
 // for a staged file its path (see ValidateStagedPath).
 absl::StatusOr<EntryKey> ValidatePublishRequest(
     const v1::PublishRequest& request, const RequestLimits& limits,
     const std::string& staging_dir);
 
-// Entry, lease and outcome of an Unlock request.
+// Entry, lease, outcome and log size of an Unlock request.
 absl::StatusOr<EntryKey> ValidateUnlockRequest(const v1::UnlockRequest& request,
                                                const RequestLimits& limits);
 

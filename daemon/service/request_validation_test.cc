@@ -145,6 +145,24 @@ TEST_F(ValidatePublishRequestTest, MetadataEntriesAreBounded) {
   ExpectRefused(Validate(), "metadata", "at most 4 entries");
 }
 
+TEST_F(ValidatePublishRequestTest, MetadataSizesAreBoundedAndNamed) {
+  (*request_.mutable_metadata())["key_inputs"] =
+      std::string(limits_.max_metadata_value_bytes, 'x');
+  EXPECT_TRUE(Validate().ok()) << Validate();
+  (*request_.mutable_metadata())["key_inputs"] += "x";
+  ExpectRefused(Validate(), "metadata[key_inputs]", "over the limit of");
+  request_.clear_metadata();
+  (*request_.mutable_metadata())[std::string(limits_.max_metadata_key_bytes + 1,
+                                             'k')] = "v";
+  ExpectRefused(Validate(), "metadata", "keys are 1..");
+  request_.clear_metadata();
+  for (int i = 0; i < 4; ++i) {
+    (*request_.mutable_metadata())[absl::StrCat("k", i)] =
+        std::string(limits_.max_metadata_bytes / 4, 'v');
+  }
+  ExpectRefused(Validate(), "metadata", "bytes in all");
+}
+
 TEST_F(ValidatePublishRequestTest, StagedPathMustBeDirectlyInTheStagingDir) {
   request_.set_staged_path(std::string(kStaging) + "/model.neff");
   EXPECT_TRUE(Validate().ok()) << Validate();
@@ -180,6 +198,10 @@ TEST(ValidateUnlockRequestTest, OutcomeIsAbandonedOrFailed) {
   ExpectRefused(ValidateUnlockRequest(request, limits).status(), "outcome",
                 "must be ABANDONED or FAILED");
   request.set_outcome(v1::UnlockRequest::FAILED);
+  request.set_log(std::string(limits.max_log_bytes + 1, 'e'));
+  ExpectRefused(ValidateUnlockRequest(request, limits).status(), "log",
+                "over the limit of");
+  request.clear_log();
   request.clear_lease_id();
   ExpectRefused(ValidateUnlockRequest(request, limits).status(), "lease_id",
                 "is empty");

@@ -17,6 +17,17 @@ namespace {
 // The daemon's own, read-only for it and the ranks' group.
 constexpr int kTierFileMode = 0440;
 
+// The file a tier copy is made from: the shared store's copy, opened as a
+// regular file within its recorded size, or the daemon's own open staged file.
+absl::StatusOr<UniqueFd> OpenTierSource(const std::string& from,
+                                        const v1::Entry& entry, bool shared,
+                                        Env* env) {
+  if (!shared) return env->Open(from, O_RDONLY);
+  absl::StatusOr<RegularFile> file = OpenRegularFile(from, entry.size(), env);
+  if (!file.ok()) return file.status();
+  return std::move(file->fd);
+}
+
 }  // namespace
 
 struct LocalTier::Filling {
@@ -191,9 +202,12 @@ absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry,
                              const std::string& source) {
   Env* const env = options_.env;
   const std::string& from = source.empty() ? entry.path() : source;
-  // A /proc/self/fd link names the open file itself: it must be followed.
+  // The shared copy must still be the verified regular file, or it is damage
+  // (DataLoss: the caller re-checks it), never an open that blocks on a
+  // planted FIFO. A /proc/self/fd link (a staged file the daemon already
+  // holds open) names the open file itself: it must be followed.
   absl::StatusOr<UniqueFd> in =
-      env->Open(from, source.empty() ? O_RDONLY | O_NOFOLLOW : O_RDONLY);
+      OpenTierSource(from, entry, source.empty(), env);
   if (!in.ok()) return in.status();
   const std::string path = absl::StrCat(options_.dir, "/", name);
   const std::string dir = path.substr(0, path.rfind('/'));

@@ -165,6 +165,15 @@ bool Process::Running() {
   return true;
 }
 
+bool PollUntil(const std::function<bool()>& observed, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  for (;;) {
+    if (observed()) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
 CommandResult RunCommand(std::vector<std::string> argv,
                          std::vector<std::string> env) {
   Process p(std::move(argv), std::move(env));

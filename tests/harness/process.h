@@ -73,6 +73,11 @@ struct CommandResult {
   std::string err;
 };
 
+// Polls `observed` every 5 ms until it is true or `limit` passes; returns
+// whether it became true. The way a test waits for a state it can observe
+// (never a bare sleep).
+bool PollUntil(const std::function<bool()>& observed, absl::Duration limit);
+
 CommandResult RunCommand(std::vector<std::string> argv,
                          std::vector<std::string> env = {});
 
