@@ -30,13 +30,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/entry_id.h"
 
 namespace rocksdb {
+class ColumnFamilyHandle;
 class DB;
-}
+}  // namespace rocksdb
 
 namespace neffd {
 
@@ -87,6 +89,16 @@ class Index {
   // Flushes memtables to disk (shutdown).
   absl::Status Flush();
 
+  // The S3 tier's upload outbox (daemon/remote_tier/outbox.h): opaque rows
+  // in a column family of their own in the same database, so it survives
+  // restarts and SIGKILL with the index. Puts are synced (WAL fsync).
+  absl::Status OutboxPut(absl::string_view key, absl::string_view value);
+  absl::Status OutboxDelete(absl::string_view key);
+  // In key order until `visit` returns false.
+  void OutboxForEach(
+      const std::function<bool(absl::string_view key, absl::string_view value)>&
+          visit) const;
+
  private:
   // By (namespace name, compiler version).
   using VersionMap = std::map<std::pair<std::string, std::string>, Totals>;
@@ -103,6 +115,8 @@ class Index {
   // Serialises writers so the totals stay exact.
   mutable absl::Mutex write_mu_;
   std::unique_ptr<rocksdb::DB> db_;
+  // Default (entries, totals), then the outbox; closed before db_.
+  std::vector<rocksdb::ColumnFamilyHandle*> families_;
   Totals totals_ ABSL_GUARDED_BY(write_mu_);
   VersionMap versions_ ABSL_GUARDED_BY(write_mu_);
   std::string recovered_from_;
