@@ -22,6 +22,8 @@
 #include "daemon/locks/lock_table.h"
 #include "daemon/log/log.h"
 #include "daemon/publish/publisher.h"
+#include "daemon/remote/credentials.h"
+#include "daemon/remote_tier/remote_tier.h"
 #include "daemon/service/admin_service.h"
 #include "daemon/service/compile_cache_service.h"
 #include "daemon/service/health_service.h"
@@ -212,6 +214,7 @@ struct Daemon::Parts {
   absl::Status OpenIndex();
   void BuildLockTable();
   absl::Status OpenTier();
+  absl::Status OpenRemoteTier();
   void BuildServices();
   absl::Status StartServer(
       const std::shared_ptr<grpc::ServerCredentials> &credentials);
@@ -237,6 +240,7 @@ struct Daemon::Parts {
   std::unique_ptr<ExternalLocks> file_locks;
   std::unique_ptr<LockTable> locks;
   std::unique_ptr<Publisher> publisher;
+  std::unique_ptr<RemoteTier> remote;  // the S3 tier; null when off
   Telemetry telemetry;
   HealthService health;
   std::unique_ptr<CompileCacheService> service;
@@ -339,18 +343,36 @@ absl::Status Daemon::Parts::OpenTier() {
   return absl::OkStatus();
 }
 
-void Daemon::Parts::BuildServices() {
+absl::Status Daemon::Parts::OpenRemoteTier() {
   PublisherOptions publisher_options;
   publisher_options.host_id = options.host_id;
   publisher = std::make_unique<Publisher>(publisher_options, catalog.get(),
                                           locks.get(), tier.get());
+  if (!options.remote.enabled()) return absl::OkStatus();
+  RemoteTierParts remote_parts;
+  remote_parts.catalog = catalog.get();
+  remote_parts.locks = locks.get();
+  remote_parts.publisher = publisher.get();
+  remote_parts.tier = tier.get();
+  remote_parts.index = index.get();
+  remote_parts.staging_dir = staging_dir();
+  remote_parts.host_id = options.host_id;
+  remote_parts.environment = remote::ProcessEnvironment();
+  absl::StatusOr<std::unique_ptr<RemoteTier>> opened =
+      RemoteTier::Open(options.remote, std::move(remote_parts));
+  if (!opened.ok()) return opened.status();
+  remote = *std::move(opened);
+  return absl::OkStatus();
+}
 
+void Daemon::Parts::BuildServices() {
   ServiceOptions service_options;
   service_options.host_id = options.host_id;
   service_options.staging_dir = staging_dir();
   service_options.default_lock_timeout = options.lock_timeout;
   service_options.max_entry_bytes = options.max_entry_bytes;
   service_options.max_inline_bytes = options.max_inline_bytes;
+  service_options.remote = remote.get();
   service_options.shared_ops = [this] {
     return neff_store->metadata_ops() + hlo_store->metadata_ops() +
            lease_env->metadata_ops();
@@ -457,6 +479,12 @@ void Daemon::Parts::StartPeriodicWork() {
     scheduler.Add({options.metrics_interval, [this] { WriteMetrics(); },
                    /*own_thread=*/true});
   }
+  if (remote != nullptr) {
+    remote->Start();
+    // A download may outlast the TTL of the lease it runs under.
+    scheduler.Add(
+        {options.lease_ttl / 3, [this] { remote->KeepFetchesAlive(); }});
+  }
   scheduler.Start();
   // Cluster gc keeps its own threads: a lease on the shared store and runs
   // that may take minutes (daemon/cluster/gc_coordinator.h).
@@ -498,6 +526,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   if (absl::Status s = parts->OpenIndex(); !s.ok()) return s;
   parts->BuildLockTable();
   if (absl::Status s = parts->OpenTier(); !s.ok()) return s;
+  if (absl::Status s = parts->OpenRemoteTier(); !s.ok()) return s;
   parts->BuildServices();
   if (absl::Status s = parts->StartServer(*credentials); !s.ok()) return s;
   parts->StartPeriodicWork();
@@ -506,10 +535,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
 
 std::string Daemon::Describe() const {
   const DaemonOptions &o = parts_->options;
-  return absl::StrCat("neffd: listening on ", o.address, " (host ", o.host_id,
-                      "); neff cache ", o.neff_cache_dir, ", hlo cache ",
-                      o.hlo_cache_dir, ", local dir ", o.local_dir, ", index ",
-                      o.index_dir);
+  return absl::StrCat(
+      "neffd: listening on ", o.address, " (host ", o.host_id, "); neff cache ",
+      o.neff_cache_dir, ", hlo cache ", o.hlo_cache_dir, ", local dir ",
+      o.local_dir, ", index ", o.index_dir,
+      o.remote.enabled() ? absl::StrCat(", remote ", o.remote.url, " (",
+                                        o.remote.read_only ? "ro" : "rw", ")")
+                         : "");
 }
 
 std::string Daemon::IndexRecoveryNote() const {
@@ -532,6 +564,7 @@ void Daemon::Shutdown() {
   p->server->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoSeconds(p->options.shutdown_grace));
   p->scheduler.Stop();
+  if (p->remote != nullptr) p->remote->Stop();
   p->gc->Stop();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();
