@@ -277,5 +277,85 @@ TEST_F(RemoteTierTest, WrongCredentialsLogOneLineAndMiss) {
   EXPECT_TRUE(absl::StrContains(log, "SignatureDoesNotMatch")) << log;
 }
 
+v1::LookupResponse Lookup(const DaemonProcess& daemon, const std::string& key) {
+  v1::LookupRequest request;
+  *request.mutable_id() = NeffId(key);
+  v1::LookupResponse response;
+  grpc::ClientContext context;
+  (void)daemon.NewStub()->Lookup(&context, request, &response);
+  return response;
+}
+
+CommandResult Neffctl(const DaemonProcess& daemon,
+                      std::vector<std::string> args) {
+  args.insert(args.begin(),
+              {Runfile("client/neffctl"), "--address=" + daemon.address()});
+  return RunCommand(args);
+}
+
+TEST_F(RemoteTierTest, WarmPullsAManifestAndEveryViewShowsTheTiers) {
+  Cluster a(root_ + "/a", RemoteFlags(*s3_));
+  a.AddHost("a0", S3Env());
+  for (const char* key : {"w0", "w1"}) {
+    ASSERT_TRUE(
+        PublishInline(*a.host(0).NewStub(), NeffId(key), NeffBytes(key)).ok());
+  }
+  ASSERT_TRUE(UploadedAll(a.host(0), 2));
+  const CommandResult manifest = Neffctl(a.host(0), {"manifest", "--since=1h"});
+  ASSERT_EQ(manifest.exit_code, 0) << manifest.err;
+  EXPECT_EQ(manifest.out, absl::StrCat("neff ", kCompilerVersion, " w0\n",
+                                       "neff ", kCompilerVersion, " w1\n"));
+  const std::string file = root_ + "/manifest";
+  WriteFile(file, "# the last job's entries\n" + manifest.out);
+
+  const std::string metrics = root_ + "/b0.prom";
+  std::vector<std::string> flags = RemoteFlags(*s3_);
+  flags.push_back("--metrics_textfile=" + metrics);
+  flags.push_back("--metrics_interval=0.2");
+  Cluster b(root_ + "/b", flags);
+  b.AddHost("b0", S3Env());
+  b.AddHost("b1", S3Env());
+  WriteFile(root_ + "/bad", "neff w0\n");
+  const CommandResult bad =
+      Neffctl(b.host(0), {"warm", "--manifest=" + root_ + "/bad"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err, "neffctl: " + root_ + "/bad:1: expected NS VERSION KEY\n");
+
+  const CommandResult warm = Neffctl(b.host(0), {"warm", "--manifest=" + file});
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_TRUE(absl::StrContains(warm.out, "2 entries: 2 fetched from S3"))
+      << warm.out;
+  for (const char* key : {"w0", "w1"}) {
+    EXPECT_EQ(ReadFile(SharedArtifact(b, key)), NeffBytes(key)) << key;
+  }
+  // b0 has the entries in its own tier now; b1 reads the shared store.
+  EXPECT_EQ(Lookup(b.host(0), "w0").result(), v1::LookupResponse::HIT);
+  EXPECT_EQ(Lookup(b.host(1), "w0").result(), v1::LookupResponse::HIT);
+  const v1::Stats b0 = StatsOf(b.host(0));
+  EXPECT_EQ(b0.hits_remote(), 2u);
+  EXPECT_EQ(b0.hits_local(), 1u);
+  EXPECT_GT(b0.remote_bytes_in(), 2 * NeffBytes("w0").size());
+  EXPECT_EQ(StatsOf(b.host(1)).hits_shared(), 1u);
+
+  const CommandResult text = Neffctl(b.host(0), {"stats"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(absl::StrContains(text.out, "1 / 0 / 2")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "s3://neffd-test/cache")) << text.out;
+  const CommandResult json = Neffctl(b.host(0), {"--json", "stats"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"hits_remote\":\"2\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"remote_breaker\":\"closed\""))
+      << json.out;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return absl::StrContains(ReadFile(metrics),
+                                 "neffd_hits_total{tier=\"remote\"} 2");
+      },
+      absl::Seconds(10)))
+      << ReadFile(metrics);
+  EXPECT_TRUE(
+      absl::StrContains(ReadFile(metrics), "neffd_remote_upload_queue 0"));
+}
+
 }  // namespace
 }  // namespace neffd::test_support

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "daemon/locks/lock_table.h"
+#include "daemon/remote_tier/remote_tier.h"
 #include "daemon/service/maintenance.h"
 #include "daemon/service/telemetry.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
@@ -36,6 +37,8 @@ struct AdminOptions {
   // daemon/cluster/gc_coordinator.h); unset: Maintenance::Gc directly.
   std::function<absl::StatusOr<v1::GcResponse>(Namespace, const v1::GcRequest&)>
       gc;
+  // The S3 tier, for Warm (null: off).
+  RemoteTier* remote = nullptr;
 };
 
 class CacheAdminService final : public v1::CacheAdmin::Service {
@@ -78,6 +81,13 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
   grpc::Status ResetStats(grpc::ServerContext* context,
                           const v1::ResetStatsRequest* request,
                           v1::Stats* response) override;
+  // admin_remote.cc
+  grpc::Status Warm(grpc::ServerContext* context,
+                    const v1::WarmRequest* request,
+                    grpc::ServerWriter<v1::WarmProgress>* writer) override;
+  grpc::Status Manifest(grpc::ServerContext* context,
+                        const v1::ManifestRequest* request,
+                        v1::ManifestResponse* response) override;
 
  private:
   // The leases out on this host, by EntryKey::Canonical().

@@ -424,6 +424,7 @@ void Daemon::Parts::BuildServices() {
     health.SetDraining(draining);
   };
   admin_options.config = options.config;
+  admin_options.remote = remote.get();
   admin_options.gc = [gc = gc.get()](Namespace ns,
                                      const v1::GcRequest &request) {
     return gc->RunNow(ns, request);
