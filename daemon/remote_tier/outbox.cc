@@ -22,7 +22,7 @@ absl::Duration BackoffAfter(int failures) {
 Outbox::Outbox(Index* index, std::function<absl::Time()> now)
     : index_(index), now_(std::move(now)) {
   const absl::Time start = now_();
-  absl::MutexLock lock(&mu_);
+  absl::flat_hash_map<std::string, Pending> loaded;
   index_->OutboxForEach([&](absl::string_view key, absl::string_view value) {
     Pending pending;
     if (!EntryKey::FromCanonical(key).ok() ||
@@ -32,9 +32,11 @@ Outbox::Outbox(Index* index, std::function<absl::Time()> now)
       return true;
     }
     pending.due = start;
-    pending_.emplace(std::string(key), std::move(pending));
+    loaded.emplace(std::string(key), std::move(pending));
     return true;
   });
+  absl::MutexLock lock(&mu_);
+  pending_ = std::move(loaded);
 }
 
 absl::Status Outbox::Add(const EntryKey& id, uint64_t size,
