@@ -95,9 +95,12 @@ void Outbox::Retry(const EntryKey& id, absl::Time not_before,
   auto it = pending_.find(id.Canonical());
   if (it == pending_.end()) return;
   Pending& pending = it->second;
-  if (count_failure) ++pending.failures;
-  pending.due = std::max(not_before,
-                         now_() + BackoffAfter(std::max(pending.failures, 1)));
+  if (!count_failure) {
+    pending.due = std::max(not_before, now_() + kFirstBackoff);
+    return;
+  }
+  ++pending.failures;
+  pending.due = std::max(not_before, now_() + BackoffAfter(pending.failures));
 }
 
 size_t Outbox::size() const {

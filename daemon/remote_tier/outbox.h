@@ -57,8 +57,9 @@ class Outbox {
   // Uploaded (or no longer worth uploading): the row goes.
   void Done(const EntryKey& id);
   // Failed: due again after the entry's next backoff, or at `not_before`
-  // if later. `count_failure` false (a call the breaker skipped) keeps the
-  // backoff where it is.
+  // if later. `count_failure` false (a call the breaker skipped) neither
+  // grows the backoff nor waits for it: due at `not_before` (the breaker's
+  // next probe), at least a second from now.
   void Retry(const EntryKey& id, absl::Time not_before, bool count_failure);
 
   size_t size() const;
