@@ -97,6 +97,8 @@ void RemoteTier::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
+    fetch_wake_.SignalAll();
+    upload_wake_.SignalAll();
   }
   for (std::thread& t : threads_) t.join();
   threads_.clear();
@@ -118,6 +120,7 @@ void RemoteTier::FetchUnderLease(const EntryKey& id,
     if (!stopping_) {
       fetch_leases_.insert(lease_id);
       jobs_.push_back(FetchJob{id, lease_id, std::move(done)});
+      fetch_wake_.Signal();
       return;
     }
   }
@@ -129,11 +132,10 @@ void RemoteTier::FetchLoop() {
     std::optional<FetchJob> job;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](RemoteTier* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
-            return t->stopping_ || !t->jobs_.empty();
-          },
-          this));
+      // A CondVar loop rather than Await(Condition): the predicate is then
+      // read by this thread with mu_ held, which TSan can see through
+      // Debian's uninstrumented absl.
+      while (!stopping_ && jobs_.empty()) fetch_wake_.Wait(&mu_);
       if (stopping_) return;
       job.emplace(std::move(jobs_.front()));
       jobs_.pop_front();
@@ -164,7 +166,9 @@ void RemoteTier::Enqueue(const EntryKey& id, const v1::Entry& entry) {
       !s.ok()) {
     log::Error("upload_not_queued",
                {{"id", id.Canonical()}, {"error", s.message()}});
+    return;
   }
+  upload_wake_.Signal();
 }
 
 void RemoteTier::FillStats(v1::Stats* stats) const {

@@ -162,6 +162,10 @@ class RemoteTier {
     std::function<void(FetchOutcome)> done;
   };
   absl::Mutex mu_;
+  // Wakes the fetch threads (a job, or Stop); the uploader has its own, so
+  // a job's Signal() can never be spent on it.
+  absl::CondVar fetch_wake_;
+  absl::CondVar upload_wake_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<FetchJob> jobs_ ABSL_GUARDED_BY(mu_);
   // Leases of queued and running fetches, kept alive by KeepFetchesAlive.

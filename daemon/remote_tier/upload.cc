@@ -38,7 +38,10 @@ void RemoteTier::UploadLoop() {
       absl::MutexLock lock(&mu_);
       const absl::Time due = outbox_->NextDueTime();
       const absl::Time wake = std::min(due, absl::Now() + kIdlePoll);
-      mu_.AwaitWithDeadline(absl::Condition(&stopping_), wake);
+      // Woken early by Enqueue (or Stop); a spurious wake-up only looks.
+      if (!stopping_ && absl::Now() < wake) {
+        upload_wake_.WaitWithDeadline(&mu_, wake);
+      }
       if (stopping_) return;
     }
     while (std::optional<OutboxItem> item = outbox_->NextDue()) {
