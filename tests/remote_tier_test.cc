@@ -52,6 +52,15 @@ int CountLines(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// Publishes `key` on `host` as a rank does (Lock, then an inline Publish).
+::testing::AssertionResult Publish(DaemonProcess& host,
+                                   const std::string& key) {
+  absl::Status s = PublishInline(*host.NewStub(), NeffId(key), NeffBytes(key));
+  if (s.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << key << ": " << s << "; daemon: " << host.process().Stderr();
+}
+
 class RemoteTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -125,8 +134,7 @@ TEST_F(RemoteTierTest, AlteredOrTruncatedObjectIsNeverServed) {
   a.AddHost("a0", S3Env());
   b.AddHost("b0", S3Env());
   for (const char* key : {"altered", "truncated"}) {
-    ASSERT_TRUE(
-        PublishInline(*a.host(0).NewStub(), NeffId(key), NeffBytes(key)).ok());
+    ASSERT_TRUE(Publish(a.host(0), key));
   }
   ASSERT_TRUE(UploadedAll(a.host(0), 2));
   S3TestClient s3(*s3_);
@@ -159,9 +167,7 @@ TEST_F(RemoteTierTest, DeadS3IsAMissAndQueuedUploadsFinishAfterSigkill) {
   const std::vector<std::string> keys = {"d0", "d1", "d2", "d3", "d4", "d5"};
   for (const std::string& key : keys) {
     const absl::Time start = absl::Now();
-    ASSERT_TRUE(
-        PublishInline(*c.host(0).NewStub(), NeffId(key), NeffBytes(key)).ok())
-        << key;
+    ASSERT_TRUE(Publish(c.host(0), key)) << key;
     EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << key;
   }
   v1::Stats stats = StatsOf(c.host(0));
@@ -200,9 +206,7 @@ TEST_F(RemoteTierTest, ReadOnlyModeReadsAndNeverWrites) {
   const v1::LockResponse hit = LockKey(c.host(0), NeffId("seeded"));
   ASSERT_EQ(hit.outcome(), v1::LockResponse::READY) << hit.ShortDebugString();
   EXPECT_EQ(ReadFile(hit.entry().path()), NeffBytes("seeded"));
-  ASSERT_TRUE(
-      PublishInline(*c.host(0).NewStub(), NeffId("local"), NeffBytes("local"))
-          .ok());
+  ASSERT_TRUE(Publish(c.host(0), "local"));
   const v1::Stats stats = StatsOf(c.host(0));
   EXPECT_EQ(stats.remote_mode(), "ro");
   EXPECT_EQ(stats.hits_remote(), 1u);
@@ -297,8 +301,7 @@ TEST_F(RemoteTierTest, WarmPullsAManifestAndEveryViewShowsTheTiers) {
   Cluster a(root_ + "/a", RemoteFlags(*s3_));
   a.AddHost("a0", S3Env());
   for (const char* key : {"w0", "w1"}) {
-    ASSERT_TRUE(
-        PublishInline(*a.host(0).NewStub(), NeffId(key), NeffBytes(key)).ok());
+    ASSERT_TRUE(Publish(a.host(0), key));
   }
   ASSERT_TRUE(UploadedAll(a.host(0), 2));
   const CommandResult manifest = Neffctl(a.host(0), {"manifest", "--since=1h"});
@@ -322,7 +325,8 @@ TEST_F(RemoteTierTest, WarmPullsAManifestAndEveryViewShowsTheTiers) {
   EXPECT_EQ(bad.err, "neffctl: " + root_ + "/bad:1: expected NS VERSION KEY\n");
 
   const CommandResult warm = Neffctl(b.host(0), {"warm", "--manifest=" + file});
-  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  ASSERT_EQ(warm.exit_code, 0)
+      << warm.err << "daemon: " << b.host(0).process().Stderr();
   EXPECT_TRUE(absl::StrContains(warm.out, "2 entries: 2 fetched from S3"))
       << warm.out;
   for (const char* key : {"w0", "w1"}) {

@@ -214,7 +214,11 @@ Index::~Index() {
   }
 }
 
+// Outbox writes take the entries' writer lock too: RocksDB orders
+// concurrent writers itself, but in Debian's uninstrumented library, where
+// TSan sees the WAL buffer shared without a lock it knows.
 absl::Status Index::OutboxPut(absl::string_view key, absl::string_view value) {
+  absl::MutexLock lock(&write_mu_);
   rocksdb::WriteOptions write;
   write.sync = true;  // an upload promised is one a power loss cannot drop
   return FromRocks(
@@ -224,6 +228,7 @@ absl::Status Index::OutboxPut(absl::string_view key, absl::string_view value) {
 }
 
 absl::Status Index::OutboxDelete(absl::string_view key) {
+  absl::MutexLock lock(&write_mu_);
   return FromRocks(db_->Delete(rocksdb::WriteOptions(), families_[1],
                                rocksdb::Slice(key.data(), key.size())),
                    "outbox delete");
