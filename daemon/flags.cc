@@ -45,9 +45,24 @@ ABSL_FLAG(DurationFlag, gc_recent_seconds, DurationFlag{absl::Minutes(1)},
           "gc never removes an entry served on this host this recently");
 ABSL_FLAG(uint64_t, max_cache_size, 0,
           "run gc every --gc_interval to keep the neff store under this many "
-          "bytes (0: off)");
+          "bytes (0: no size goal; gc still sweeps leftovers)");
 ABSL_FLAG(DurationFlag, gc_interval, DurationFlag{absl::Minutes(10)},
-          "time between periodic gc runs");
+          "time between periodic gc runs (each sweeps both stores' "
+          "leftovers)");
+ABSL_FLAG(DurationFlag, gc_temp_grace, DurationFlag{absl::Hours(1)},
+          "gc removes temp files of crashed publishes (.model.neff.tmp.*) "
+          "older than this");
+ABSL_FLAG(DurationFlag, gc_quarantine_age, DurationFlag{absl::Hours(24 * 7)},
+          "gc removes quarantined entries older than this");
+ABSL_FLAG(uint64_t, gc_quarantine_bytes, uint64_t{4} << 30,
+          "gc keeps {cache_dir}/quarantine within this many bytes, oldest "
+          "removed first (0: no size bound)");
+ABSL_FLAG(DurationFlag, gc_trash_age, DurationFlag{absl::Hours(1)},
+          "gc removes what removed entries left in {cache_dir}/.trash after "
+          "this long");
+ABSL_FLAG(uint64_t, gc_trash_bytes, uint64_t{1} << 30,
+          "gc keeps {cache_dir}/.trash within this many bytes, oldest removed "
+          "first (0: no size bound)");
 ABSL_FLAG(DurationFlag, access_journal_grain, DurationFlag{absl::Minutes(10)},
           "cluster gc: how far this host's record of serving an entry "
           "({cache_dir}/.access/{host_id}) may lag");
@@ -351,6 +366,14 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
   options->max_cache_size = absl::GetFlag(FLAGS_max_cache_size);
   options->gc_interval = absl::GetFlag(FLAGS_gc_interval).value;
   check.Positive("gc_interval", options->gc_interval);
+  options->gc_temp_grace = absl::GetFlag(FLAGS_gc_temp_grace).value;
+  check.Positive("gc_temp_grace", options->gc_temp_grace);
+  options->gc_quarantine_age = absl::GetFlag(FLAGS_gc_quarantine_age).value;
+  check.Positive("gc_quarantine_age", options->gc_quarantine_age);
+  options->gc_quarantine_bytes = absl::GetFlag(FLAGS_gc_quarantine_bytes);
+  options->gc_trash_age = absl::GetFlag(FLAGS_gc_trash_age).value;
+  check.Positive("gc_trash_age", options->gc_trash_age);
+  options->gc_trash_bytes = absl::GetFlag(FLAGS_gc_trash_bytes);
   options->access_journal_grain =
       absl::GetFlag(FLAGS_access_journal_grain).value;
   check.Positive("access_journal_grain", options->access_journal_grain);
@@ -419,6 +442,11 @@ v1::ConfigResponse DescribeConfig(const DaemonOptions& o,
       {"gc_recent_seconds", absl::FormatDuration(o.gc_recent)},
       {"max_cache_size", absl::StrCat(o.max_cache_size)},
       {"gc_interval", absl::FormatDuration(o.gc_interval)},
+      {"gc_temp_grace", absl::FormatDuration(o.gc_temp_grace)},
+      {"gc_quarantine_age", absl::FormatDuration(o.gc_quarantine_age)},
+      {"gc_quarantine_bytes", absl::StrCat(o.gc_quarantine_bytes)},
+      {"gc_trash_age", absl::FormatDuration(o.gc_trash_age)},
+      {"gc_trash_bytes", absl::StrCat(o.gc_trash_bytes)},
       {"access_journal_grain", absl::FormatDuration(o.access_journal_grain)},
       {"access_journal_spacing",
        absl::FormatDuration(o.access_journal_spacing)},

@@ -17,6 +17,13 @@
 #include "systemd/sd-daemon.h"
 
 namespace neffd {
+
+#ifdef NEFFD_TEST_ENV_HOOK
+// Test builds of the daemon (tests/faults:neffd_crash_points) define it to
+// wrap the filesystem; the production binary has no such hook.
+Env* TestEnv();
+#endif
+
 namespace {
 
 // The stop signals, blocked before any thread starts so only sigwait sees
@@ -96,6 +103,9 @@ int Main(int argc, char** argv) {
     return kExitBadConfig;
   }
   options.config = DescribeConfig(options, env, log::Verbosity());
+#ifdef NEFFD_TEST_ENV_HOOK
+  options.env = TestEnv();
+#endif
 
   const sigset_t stop = BlockStopSignals();
   RaiseFileLimit();

@@ -16,23 +16,33 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what,
   return env->Write(fd, what, data);
 }
 
-absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
+namespace {
+
+// The parent of `path`: up to its last component, without its slashes; ""
+// if it has none.
+std::string ParentDir(const std::string &path) {
+  const size_t last = path.rfind('/');
+  const size_t end = last == std::string::npos
+                         ? std::string::npos
+                         : path.find_last_not_of('/', last);
+  return end == std::string::npos ? "" : path.substr(0, end + 1);
+}
+
+absl::Status MakeDirChain(const std::string &path, int mode, bool durable,
+                          Env *env) {
   if (path.empty()) return absl::InvalidArgumentError("empty directory path");
   absl::Status made = env->Mkdir(path, mode);
+  const std::string parent = ParentDir(path);
   if (absl::IsNotFound(made)) {
-    // The parent: up to the last component, without its slashes.
-    const size_t last = path.rfind('/');
-    const size_t end = last == std::string::npos
-                           ? std::string::npos
-                           : path.find_last_not_of('/', last);
-    if (end == std::string::npos) return made;  // no parent left to make
-    if (absl::Status s = MakeDirs(path.substr(0, end + 1), mode, env);
-        !s.ok()) {
+    if (parent.empty()) return made;  // no parent left to make
+    if (absl::Status s = MakeDirChain(parent, mode, durable, env); !s.ok()) {
       return s;
     }
     made = env->Mkdir(path, mode);
   }
-  if (made.ok()) return made;
+  if (made.ok()) {
+    return durable && !parent.empty() ? env->SyncDir(parent) : made;
+  }
   if (!absl::IsAlreadyExists(made)) return made;
   struct stat st;
   if (absl::Status s = env->Stat(path, &st); !s.ok()) return s;
@@ -41,6 +51,16 @@ absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
         absl::StrCat(path, " exists and is not a directory"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
+  return MakeDirChain(path, mode, /*durable=*/false, env);
+}
+
+absl::Status MakeDirsDurably(const std::string &path, int mode, Env *env) {
+  return MakeDirChain(path, mode, /*durable=*/true, env);
 }
 
 std::string UniqueTempName(absl::string_view base, absl::string_view host) {

@@ -32,6 +32,12 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what,
 absl::Status MakeDirs(const std::string &path, int mode = 0755,
                       Env *env = Env::Default());
 
+// MakeDirs, and each directory it creates has its parent fsynced before the
+// call returns, so the new names survive a power loss (a name a durable
+// file is renamed into must not vanish with its directory).
+absl::Status MakeDirsDurably(const std::string &path, int mode = 0755,
+                             Env *env = Env::Default());
+
 // A name no other process or host will pick: ".{base}.tmp.{host}.{pid}.{rand}".
 std::string UniqueTempName(absl::string_view base, absl::string_view host);
 

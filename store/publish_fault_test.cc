@@ -17,6 +17,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/store.h"
@@ -127,10 +128,76 @@ INSTANTIATE_TEST_SUITE_P(
         Fault{"NoSpaceForModelDone", FsOp::kWrite, ENOSPC, "model.done",
               absl::StatusCode::kResourceExhausted, "write "},
         Fault{"ModelDoneRenameFails", FsOp::kRename, EIO, "/model.done",
-              absl::StatusCode::kUnknown, "rename "}),
+              absl::StatusCode::kUnknown, "rename "},
+        Fault{"EntryDirFsyncFails", FsOp::kSyncDir, EIO, "/MODULE_",
+              absl::StatusCode::kUnknown, "fsync directory "},
+        Fault{"ModelDoneFsyncFails", FsOp::kSync, EIO, ".model.done.tmp.",
+              absl::StatusCode::kUnknown, "fsync "},
+        Fault{"CreatedDirFsyncFails", FsOp::kSyncDir, EIO, "/neuronxcc-",
+              absl::StatusCode::kUnknown, "fsync directory "}),
     [](const ::testing::TestParamInfo<Fault> &info) {
       return info.param.name;
     });
+
+// Records the calls that make a publish durable, in order.
+class SyncRecordingEnv : public EnvWrapper {
+ public:
+  SyncRecordingEnv() : EnvWrapper(Env::Default()) {}
+  std::vector<std::string> calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ protected:
+  absl::Status BeforeCall(const FsCall &call) override {
+    if (call.op == FsOp::kSync || call.op == FsOp::kSyncDir ||
+        call.op == FsOp::kRename) {
+      std::string path(fs::path(std::string(call.path)).filename());
+      if (absl::StrContains(path, ".tmp."))
+        path = path.substr(0, path.find(".tmp.") + 4);
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(absl::StrCat(FsOpName(call.op), " ", path));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(PublishDurabilityTest, SyncsDataNamesAndMarkerInOrder) {
+  const std::string root = test_support::NewTempDir("durability");
+  SyncRecordingEnv recording;
+  StoreOptions options;
+  options.root = root;
+  options.host_id = "hostA";
+  options.env = &recording;
+  std::unique_ptr<Store> store = *Store::Open(options);
+  const EntryKey id = *EntryKey::Parse("neff", "2.19.1", "durable01");
+  const std::string bytes = "neff bytes";
+  ASSERT_TRUE(store
+                  ->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 1},
+                                 {{kKeyInputsMetadata, "{}"}})
+                  .ok());
+  // Both new directories are named durably in their parents, the
+  // artifact's data before its rename, its name (with the key inputs')
+  // before model.done exists, model.done's data before its rename, and its
+  // name last.
+  EXPECT_EQ(recording.calls(),
+            (std::vector<std::string>{
+                "fsync directory " + fs::path(root).filename().string(),
+                "fsync directory neuronxcc-2.19.1",
+                "fsync .model.neff.tmp",
+                "rename .model.neff.tmp",
+                "fsync .compile_flags.json.tmp",
+                "rename .compile_flags.json.tmp",
+                "fsync directory MODULE_durable01",
+                "fsync .model.done.tmp",
+                "rename .model.done.tmp",
+                "fsync directory MODULE_durable01",
+            }));
+}
 
 TEST(PublishStallTest, AStalledCallHoldsUpOnlyItsCaller) {
   const std::string root = test_support::NewTempDir("stall");

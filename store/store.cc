@@ -225,8 +225,12 @@ absl::StatusOr<PublishResult> Store::Publish(
   // without model.done is an interrupted publish, not one in flight.
   QuarantineOrphan(id, absl::ZeroDuration());
 
+  // The durability order (store.h, PublishFromFd): a created directory's
+  // name is synced in its parent first, the artifact's data before it is
+  // renamed into place, its name (and the key inputs') before model.done is
+  // written, model.done's data before its rename, and that name last.
   const std::string dir = EntryDir(id);
-  if (absl::Status s = MakeDirs(dir, 0755, &env_); !s.ok()) return s;
+  if (absl::Status s = MakeDirsDurably(dir, 0755, &env_); !s.ok()) return s;
   const std::string tmp =
       absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
   absl::StatusOr<UniqueFd> out =
@@ -250,8 +254,6 @@ absl::StatusOr<PublishResult> Store::Publish(
                      "; the request says ", sha256)));
   }
   if (verified) verified();
-  // The one fsync a publish needs (see PublishFromFd): a done record must
-  // never name a torn artifact.
   if (absl::Status s = env_.Sync(out->get(), tmp); !s.ok()) return fail(s);
   const std::string artifact = ArtifactPath(id);
   if (absl::Status s = env_.Rename(tmp, artifact); !s.ok()) return fail(s);
@@ -270,18 +272,24 @@ absl::StatusOr<PublishResult> Store::Publish(
   done.set_key(id.key());
   done.mutable_metadata()->insert(md.begin(), md.end());
   // The key inputs go before model.done, so a complete entry always has
-  // them; not durable, like model.done (losing them loses only an
-  // explanation).
+  // them. Their write ends with the directory's fsync, which makes the
+  // artifact's name durable too; without them the directory is synced on
+  // its own. Only then may model.done name the artifact.
   absl::Status finished;
   if (auto inputs = md.find(kKeyInputsMetadata); inputs != md.end()) {
     finished = WriteFileAtomically(dir, kKeyInputsFileName, inputs->second,
-                                   options_.host_id, /*durable=*/false, &env_);
+                                   options_.host_id, /*durable=*/true, &env_);
+  } else {
+    finished = env_.SyncDir(dir);
   }
   if (finished.ok()) finished = WriteDone(id, done);
   if (!finished.ok()) {
     // Without its marker the artifact is a miss that the next publish would
     // move to quarantine; it is this publisher's (it holds the lease), so
-    // remove it now and give a full disk its space back.
+    // remove it now and give a full disk its space back. A marker renamed
+    // in whose directory could not be synced goes first: the caller hears
+    // of a failure, so nothing may stay that looks published.
+    (void)env_.Unlink(absl::StrCat(dir, "/", kDoneName));
     (void)env_.Unlink(artifact);
     return finished;
   }
@@ -314,9 +322,10 @@ absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey &id) {
 absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
   absl::StatusOr<std::string> json = DoneRecordToJson(done);
   if (!json.ok()) return json.status();
-  // Not durable on purpose (PublishFromFd): losing it costs a recompile.
+  // Data fsynced before the rename, the directory after it: once this
+  // returns the entry survives a power loss (PublishFromFd).
   return WriteFileAtomically(EntryDir(id), kDoneName, *json, options_.host_id,
-                             /*durable=*/false, &env_);
+                             /*durable=*/true, &env_);
 }
 
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,

@@ -103,6 +103,38 @@ struct Producer {
   int64_t pid = 0;
 };
 
+// A file that a publish writes before it is complete
+// (".{name}.tmp.{host}.{pid}.{random}", store/file_util.h): one left in an
+// entry directory by a crashed publish is an orphan, gc's to remove.
+struct TempFile {
+  std::string name;
+  uint64_t size = 0;
+  absl::Time mtime;
+};
+
+// Where the store puts what is no longer an entry: quarantine/ (damage, kept
+// for operators to look at) and .trash/ (removed entries, deleted at once;
+// what is left there could not be).
+enum class AsideDir { kQuarantine, kTrash };
+
+// How much gc lets an AsideDir keep: items older than max_age go, then the
+// oldest until the rest is within max_bytes (0: no size bound).
+struct AsideBounds {
+  absl::Duration max_age = absl::InfiniteDuration();
+  uint64_t max_bytes = 0;
+  bool dry_run = false;  // count what would go, remove nothing
+};
+
+struct AsideCounts {
+  uint64_t items = 0;
+  uint64_t bytes = 0;
+};
+
+struct AsideSweep {
+  AsideCounts removed;
+  AsideCounts kept;
+};
+
 // What an entry directory holds, from one listing (import, gc, operators).
 struct EntryState {
   bool exists = false;  // the directory
@@ -116,6 +148,7 @@ struct EntryState {
   // an artifact mark an entry from before model.done existed.
   bool legacy_inputs = false;
   std::vector<std::pair<std::string, absl::Time>> lock_files;  // *.lock
+  std::vector<TempFile> temp_files;
 };
 
 struct PublishResult {
@@ -172,12 +205,19 @@ class Store {
   // names it. On every error nothing is left behind: no temp file, and no
   // artifact without model.done.
   //
-  // Durability: when this returns OK the artifact's data has been fsynced
-  // before it was renamed into place, so after a power loss it is whole or
-  // absent, never torn. model.done is renamed in after it without fsyncs
-  // (of itself or the directory): lost or torn by a power loss, it makes the
-  // entry a miss or a quarantine (it is validated against the artifact), so
-  // the cost of skipping them is at worst a recompile.
+  // Durability: when this returns OK the entry survives a power loss. The
+  // order leaves nothing or a whole entry at every crash point:
+  //   1. a directory it had to create: its parent is fsynced;
+  //   2. the artifact is written to a temp file and fsynced, then renamed
+  //      to its name;
+  //   3. the key inputs (if any) are written, fsynced and renamed; the entry
+  //      directory is fsynced (the artifact's and key inputs' names);
+  //   4. model.done is written to a temp file and fsynced, renamed, and the
+  //      entry directory fsynced again.
+  // A crash before 4's rename leaves an artifact without model.done: a miss,
+  // moved aside by the next holder or after orphan_grace, and its temp file
+  // is swept by gc (SweepLeftovers). Every call goes through the Env, so a
+  // test can kill the process after any of them (store/testing/).
   //
   // `verified`, if set, runs once the content has been read, matched `size`
   // and `sha256` and will become the entry (no other entry was there), but
@@ -213,6 +253,15 @@ class Store {
   // Renames the entry's directory into {root}/.trash, then deletes it: a
   // reader that already opened a file keeps reading it. NotFound if absent.
   absl::Status Remove(const EntryKey &id);
+  // Removes one temp file (EntryState::temp_files) of the entry;
+  // InvalidArgument for a name that is not a temp file's.
+  absl::Status RemoveTempFile(const EntryKey &id, const std::string &name);
+  // Applies `bounds` to quarantine/ or .trash/: one item per name there (a
+  // quarantined artifact and its ".reason" are one), aged by its newest
+  // mtime (when it was moved aside) against `now`, the store's clock
+  // (FilesystemNow), oldest removed first.
+  absl::StatusOr<AsideSweep> SweepAside(AsideDir dir, const AsideBounds &bounds,
+                                        absl::Time now);
   // Breaks one lock file of the entry (rename, then unlink).
   absl::Status RemoveLockFile(const EntryKey &id, const std::string &name);
   // The shared filesystem's clock: the mtime of a file just touched here.

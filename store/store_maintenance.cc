@@ -3,10 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "store/file_util.h"
 #include "store/store.h"
 
@@ -16,6 +19,25 @@ namespace {
 // Names in `dir` (not "." or ".."); empty if it cannot be read.
 std::vector<std::string> ListDir(Env &env, const std::string &dir) {
   return env.ListDir(dir).value_or(std::vector<std::string>{});
+}
+
+// True for a name UniqueTempName made (".{base}.tmp.{host}.{pid}.{rand}").
+bool IsTempName(absl::string_view name) {
+  return absl::StartsWith(name, ".") && absl::StrContains(name, ".tmp.");
+}
+
+// Bytes of the regular files at or under `path` and the newest mtime among
+// them and their directories; symlinks are not followed.
+void MeasureTree(Env &env, const std::string &path, uint64_t *bytes,
+                 absl::Time *newest) {
+  struct stat st;
+  if (!env.Lstat(path, &st).ok()) return;
+  *newest = std::max(*newest, absl::TimeFromTimespec(st.st_mtim));
+  if (S_ISREG(st.st_mode)) *bytes += st.st_size;
+  if (!S_ISDIR(st.st_mode)) return;
+  for (const std::string &name : ListDir(env, path)) {
+    MeasureTree(env, absl::StrCat(path, "/", name), bytes, newest);
+  }
 }
 
 }  // namespace
@@ -61,6 +83,9 @@ EntryState Store::Inspect(const EntryKey &id) const {
       state.legacy_inputs = true;
     } else if (absl::EndsWith(name, ".lock")) {
       state.lock_files.emplace_back(name, mtime);
+    } else if (IsTempName(name) && S_ISREG(st.st_mode)) {
+      state.temp_files.push_back(
+          {name, static_cast<uint64_t>(st.st_size), mtime});
     }
   }
   return state;
@@ -75,6 +100,61 @@ absl::Status Store::Remove(const EntryKey &id) {
   // The entry is gone once renamed; what cannot be deleted stays in .trash.
   (void)RemoveTree(target, &env_);
   return absl::OkStatus();
+}
+
+absl::Status Store::RemoveTempFile(const EntryKey &id,
+                                   const std::string &name) {
+  if (!IsTempName(name) || absl::StrContains(name, "/")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " is not a temp file's name"));
+  }
+  return env_.Unlink(absl::StrCat(EntryDir(id), "/", name));
+}
+
+absl::StatusOr<AsideSweep> Store::SweepAside(AsideDir dir,
+                                             const AsideBounds &bounds,
+                                             absl::Time now) {
+  const std::string path = absl::StrCat(
+      options_.root, dir == AsideDir::kQuarantine ? "/quarantine" : "/.trash");
+  absl::StatusOr<std::vector<std::string>> names = env_.ListDir(path);
+  if (absl::IsNotFound(names.status())) return AsideSweep();
+  if (!names.ok()) return names.status();
+  struct Item {
+    std::vector<std::string> names;
+    uint64_t bytes = 0;
+    absl::Time newest = absl::InfinitePast();
+  };
+  std::map<std::string, Item> by_name;
+  for (const std::string &name : *names) {
+    absl::string_view item = name;
+    absl::ConsumeSuffix(&item, ".reason");
+    Item &it = by_name[std::string(item)];
+    it.names.push_back(name);
+    MeasureTree(env_, absl::StrCat(path, "/", name), &it.bytes, &it.newest);
+  }
+  std::vector<Item> items;
+  uint64_t total = 0;
+  for (auto &[name, item] : by_name) {
+    total += item.bytes;
+    items.push_back(std::move(item));
+  }
+  std::sort(items.begin(), items.end(),
+            [](const Item &a, const Item &b) { return a.newest < b.newest; });
+  AsideSweep sweep;
+  for (const Item &item : items) {
+    const bool too_old = now - item.newest > bounds.max_age;
+    const bool over_size = bounds.max_bytes > 0 && total > bounds.max_bytes;
+    AsideCounts &counts = too_old || over_size ? sweep.removed : sweep.kept;
+    ++counts.items;
+    counts.bytes += item.bytes;
+    if (&counts == &sweep.kept) continue;
+    total -= item.bytes;
+    if (bounds.dry_run) continue;
+    for (const std::string &name : item.names) {
+      (void)RemoveTree(absl::StrCat(path, "/", name), &env_);
+    }
+  }
+  return sweep;
 }
 
 absl::Status Store::RemoveLockFile(const EntryKey &id,

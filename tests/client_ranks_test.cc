@@ -162,8 +162,16 @@ TEST_P(KilledRankTest, AnotherRankTakesOverAndTheLeftoversAreRemoved) {
   }
   Process& heir =
       fleet.StartOne(1, RankSimCommand(fleet.compile_log(), 1, 100));
-  absl::SleepFor(absl::Milliseconds(500));
-  EXPECT_EQ(fleet.Compiles().size(), 1u);  // the heir waits
+  // The heir waits: parked in the daemon, or (fallback) polling the key's
+  // lock file.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return GetParam() ? LockWaiters(*daemon_) == 1
+                          : HasOpenFile(heir.pid(), key + ".lock");
+      },
+      absl::Seconds(30)))
+      << "the heir never waited for the lock";
+  EXPECT_EQ(fleet.Compiles().size(), 1u);
   const pid_t dead = doomed.pid();
   // A staged file the doomed rank might have left for the daemon. Written
   // before the kill: the heir may be granted the lease as soon as the rank is

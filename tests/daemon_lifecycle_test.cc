@@ -109,7 +109,11 @@ TEST(DaemonShutdownTest, SigtermLetsAnInFlightPublishFinish) {
     grpc::ClientContext context;
     published = stub->Publish(&context, publish, &response);
   });
-  usleep(100000);
+  // SIGTERM only once the publish is in flight (its lease is publishing).
+  EXPECT_TRUE(WaitUntil([&] {
+    const v1::LocksResponse locks = GetLocks(daemon);
+    return locks.leases_size() == 1 && locks.leases(0).publishing();
+  })) << "the publish never started";
   daemon.Signal(SIGTERM);
   publisher.join();
   EXPECT_TRUE(published.ok()) << published.error_message();

@@ -49,7 +49,8 @@ TEST_F(LockHandoffTest, KilledHolderIsReplacedWithinTwoSeconds) {
   auto holder = Holder(/*heartbeat_ms=*/1000);
   AwaitOutput(*holder, "GRANTED");
   auto waiter = Holder(1000);
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(WaitUntil([&] { return LockWaiters(*daemon_) == 1; }))
+      << "the waiter never parked";
   EXPECT_EQ(waiter->Stdout(), "");  // parked behind the holder
 
   const absl::Time killed = absl::Now();

@@ -100,6 +100,15 @@ void PrintStats(const v1::Stats& s, const std::string& address) {
           {"Leases revoked", n(s.leases_revoked()), ""},
           {"Quarantined", n(s.quarantined()), ""},
           {"Store metadata ops", n(s.store_metadata_ops()), ""},
+          {"Index write failures", n(s.index_write_failures()), ""},
+          {"Leftovers (last gc)",
+           s.leftovers_measured_unix_ms() == 0 ? "not swept here" : "", ""},
+          {"  temp files", n(s.leftovers().temp_files()),
+           HumanBytes(s.leftovers().temp_bytes())},
+          {"  quarantine", n(s.leftovers().quarantine_entries()),
+           HumanBytes(s.leftovers().quarantine_bytes())},
+          {"  trash", n(s.leftovers().trash_entries()),
+           HumanBytes(s.leftovers().trash_bytes())},
           {"Local tier", HumanBytes(s.local_tier_bytes()),
            absl::StrCat(HumanBytes(s.local_tier_filled_bytes()), " filled")},
           {"Cache", absl::StrCat(s.entries(), " entries"),
@@ -223,6 +232,22 @@ int Ctl::Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
       HumanBytes(response.bytes_after()).c_str(),
       (unsigned long long)response.skipped_locked(),
       (unsigned long long)response.skipped_recent());
+  const v1::Leftovers& gone = response.leftovers_removed();
+  const v1::Leftovers& left = response.leftovers_after();
+  std::printf(
+      "leftovers %s: %llu temp files (%s), %llu quarantined (%s), %llu in "
+      "trash (%s); left: %llu temp files, %llu quarantined (%s), %llu in "
+      "trash\n",
+      dry_run ? "to remove" : "removed", (unsigned long long)gone.temp_files(),
+      HumanBytes(gone.temp_bytes()).c_str(),
+      (unsigned long long)gone.quarantine_entries(),
+      HumanBytes(gone.quarantine_bytes()).c_str(),
+      (unsigned long long)gone.trash_entries(),
+      HumanBytes(gone.trash_bytes()).c_str(),
+      (unsigned long long)left.temp_files(),
+      (unsigned long long)left.quarantine_entries(),
+      HumanBytes(left.quarantine_bytes()).c_str(),
+      (unsigned long long)left.trash_entries());
   if (!response.lease_id().empty()) {
     std::printf("ran under gc lease %s of host %s; %llu hosts' journals read\n",
                 response.lease_id().c_str(), response.lease_host().c_str(),

@@ -14,7 +14,7 @@
 //   neffctl [--address A] [--json] config
 //   neffctl [--address A] [--json] evict NS KEY --compiler_version V
 //   neffctl [--address A] [--json] verify [--all] [--namespace NS]
-//   neffctl [--address A] [--json] gc --max-size BYTES [--older-than AGE]
+//   neffctl [--address A] [--json] gc [--max-size BYTES] [--older-than AGE]
 //                                     [--dry-run] [--namespace NS]
 //   neffctl [--address A] [--json] import DIR [--clear-stale-locks]
 //   neffctl [--address A] [--json] warm --manifest FILE
@@ -172,7 +172,7 @@ const std::vector<Command>& Commands() {
        VerifyCommand},
       {"gc",
        "",
-       "remove least recently used entries",
+       "remove least recently used entries, and leftovers past their bounds",
        {"max_size", "older_than", "dry_run", "namespace"},
        GcCommand},
       {"import",
@@ -381,9 +381,9 @@ int GcCommand(Ctl& ctl, const Call&) {
   absl::Duration older_than;
   const std::string size_text = absl::GetFlag(FLAGS_max_size);
   const std::string age_text = absl::GetFlag(FLAGS_older_than);
-  if (size_text.empty() && age_text.empty()) {
-    return Complain(kBadInput, "gc needs --max-size and/or --older-than");
-  }
+  // Without either goal gc removes no entry, only the store's leftovers
+  // past their bounds (the daemon's --gc_temp_grace, --gc_quarantine_* and
+  // --gc_trash_* flags).
   if (!size_text.empty() && !ParseBytes(size_text, &max_size)) {
     return Complain(kBadInput,
                     absl::StrCat("--max-size '", size_text,

@@ -1,5 +1,6 @@
 #include "daemon/cluster/gc_coordinator.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/random/random.h"
@@ -70,9 +71,7 @@ GcCoordinator::~GcCoordinator() { Stop(); }
 
 void GcCoordinator::Start() {
   keeper_ = std::thread([this] { KeepLeases(); });
-  if (options_.max_size_bytes > 0) {
-    runner_ = std::thread([this] { RunPeriodically(); });
-  }
+  runner_ = std::thread([this] { RunPeriodically(); });
 }
 
 void GcCoordinator::Stop() {
@@ -163,6 +162,10 @@ absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
                          {"start_unix_ms", absl::ToUnixMillis(start)}});
   absl::StatusOr<v1::GcResponse> done = maintenance_->Gc(ns, request, scope);
   const absl::Time end = absl::Now();
+  if (done.ok() && !request.dry_run()) {
+    absl::MutexLock lock(&mu_);
+    last_sweep_[ns] = LastSweep{done->leftovers_after(), end};
+  }
   log::Info("gc_end",
             {{"ns", NamespaceName(ns)},
              {"host", options_.host_id},
@@ -174,6 +177,12 @@ absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
              {"removed_bytes", done.ok() ? done->removed_bytes() : 0},
              {"bytes_after", done.ok() ? done->bytes_after() : 0},
              {"skipped_recent", done.ok() ? done->skipped_recent() : 0},
+             {"temp_files_removed",
+              done.ok() ? done->leftovers_removed().temp_files() : 0},
+             {"quarantine_entries_removed",
+              done.ok() ? done->leftovers_removed().quarantine_entries() : 0},
+             {"trash_entries_removed",
+              done.ok() ? done->leftovers_removed().trash_entries() : 0},
              {"journals_read", scope.journals_read}});
   return done;
 }
@@ -181,17 +190,12 @@ absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
 absl::StatusOr<v1::GcResponse> GcCoordinator::RunNow(
     Namespace ns, const v1::GcRequest& request) {
   absl::MutexLock run(&run_mu_);
-  bool had;
-  {
-    absl::MutexLock lock(&mu_);
-    had = held_.contains(ns);
-  }
   absl::StatusOr<std::string> lease_id = Acquire(ns);
   if (!lease_id.ok()) return lease_id.status();
   absl::StatusOr<v1::GcResponse> done = Run(ns, request, *lease_id);
-  // Keep the lease only if this host is the store's periodic evictor.
-  const bool periodic = ns == Namespace::kNeff && options_.max_size_bytes > 0;
-  if (!had && !periodic) Release(ns);
+  // Periodic runs sweep every store, so this host keeps the lease it took
+  // and is the store's sweeper from now on (as its periodic runner would
+  // have made it at its next turn).
   return done;
 }
 
@@ -219,26 +223,48 @@ void GcCoordinator::KeepLeases() {
 }
 
 void GcCoordinator::RunPeriodically() {
-  v1::GcRequest request;
-  request.set_max_size_bytes(options_.max_size_bytes);
   absl::Time next = absl::Now() + options_.interval;
   while (!stop_.HasBeenNotified()) {
     absl::SleepFor(kTick);
     if (absl::Now() < next) continue;
     next = absl::Now() + options_.interval;
     absl::MutexLock run(&run_mu_);
-    absl::StatusOr<std::string> lease_id = Acquire(Namespace::kNeff);
-    if (!lease_id.ok()) {
-      log::Info("gc_skipped",
-                {{"ns", "neff"}, {"holder", Holder(Namespace::kNeff)}});
-      continue;
-    }
-    absl::StatusOr<v1::GcResponse> done =
-        Run(Namespace::kNeff, request, *lease_id);
-    if (!done.ok()) {
-      log::Error("gc_failed", {{"error", done.status().message()}});
+    for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
+      v1::GcRequest request;
+      if (ns == Namespace::kNeff) {
+        request.set_max_size_bytes(options_.max_size_bytes);
+      }
+      absl::StatusOr<std::string> lease_id = Acquire(ns);
+      if (!lease_id.ok()) {
+        log::Info("gc_skipped",
+                  {{"ns", NamespaceName(ns)}, {"holder", Holder(ns)}});
+        continue;
+      }
+      absl::StatusOr<v1::GcResponse> done = Run(ns, request, *lease_id);
+      if (!done.ok()) {
+        log::Error("gc_failed", {{"ns", NamespaceName(ns)},
+                                 {"error", done.status().message()}});
+      }
     }
   }
+}
+
+v1::Leftovers GcCoordinator::Leftovers(absl::Time* measured) const {
+  v1::Leftovers sum;
+  *measured = absl::InfinitePast();
+  absl::MutexLock lock(&mu_);
+  for (const auto& [ns, last] : last_sweep_) {
+    const v1::Leftovers& l = last.left;
+    sum.set_temp_files(sum.temp_files() + l.temp_files());
+    sum.set_temp_bytes(sum.temp_bytes() + l.temp_bytes());
+    sum.set_quarantine_entries(sum.quarantine_entries() +
+                               l.quarantine_entries());
+    sum.set_quarantine_bytes(sum.quarantine_bytes() + l.quarantine_bytes());
+    sum.set_trash_entries(sum.trash_entries() + l.trash_entries());
+    sum.set_trash_bytes(sum.trash_bytes() + l.trash_bytes());
+    *measured = std::max(*measured, last.when);
+  }
+  return sum;
 }
 
 }  // namespace neffd

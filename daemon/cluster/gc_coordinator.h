@@ -18,6 +18,11 @@
 //    times, so overlapping runs would be visible in the logs.
 //  - RunNow (neffctl gc) takes the same lease or fails with Aborted naming
 //    the holder (a conflict with another host, not a bad request).
+//  - Periodic runs happen with or without a size goal: every run sweeps the
+//    store's leftovers (temp files of crashed publishes, quarantine/,
+//    .trash/; Maintenance::Gc), so a store never grows in the dark. The
+//    neff store is collected down to `max_size_bytes` when set; the hlo
+//    store only has its leftovers swept.
 //
 // Thread-safe. Start() launches two threads (lease keeper and periodic
 // runner); Stop() joins them and releases held leases.
@@ -50,8 +55,8 @@ struct GcCoordinatorOptions {
   // runs across daemon restarts, like an entry's lock file).
   std::string locks_dir;
   absl::Duration lease_ttl = absl::Seconds(30);
-  // Periodic gc of the neff store: every `interval` down to `max_size_bytes`
-  // (0: no periodic gc; RunNow still works).
+  // Periodic gc every `interval`: the neff store down to `max_size_bytes`
+  // (0: no size goal), and both stores' leftovers.
   uint64_t max_size_bytes = 0;
   absl::Duration interval = absl::Minutes(10);
   absl::Duration journal_grain = absl::Minutes(10);
@@ -83,6 +88,11 @@ class GcCoordinator {
   // "host H (pid P, lease L)" for the lease file of `ns`'s store, or "".
   std::string Holder(Namespace ns) const;
 
+  // What this host's last run of each store left (Stats.leftovers), summed
+  // over the stores, and when the latest of those runs ended
+  // (InfinitePast: none yet).
+  v1::Leftovers Leftovers(absl::Time* measured) const;
+
  private:
   struct Held {
     std::unique_ptr<ExternalLock> lock;
@@ -111,8 +121,13 @@ class GcCoordinator {
   std::unique_ptr<AccessJournal> hlo_journal_;
 
   absl::Mutex run_mu_;  // one run at a time on this host
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::flat_hash_map<Namespace, Held> held_ ABSL_GUARDED_BY(mu_);
+  struct LastSweep {
+    v1::Leftovers left;
+    absl::Time when;
+  };
+  absl::flat_hash_map<Namespace, LastSweep> last_sweep_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;
   std::thread keeper_;

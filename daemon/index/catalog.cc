@@ -46,9 +46,9 @@ Catalog::FindResult Catalog::Find(const EntryKey& id) {
     }
     generation = generation_;
   }
+  // An index that cannot be read is skipped: the store answers.
   absl::StatusOr<std::optional<v1::IndexRecord>> record = index_->Get(id);
-  if (!record.ok()) return record.status();
-  if (record->has_value()) {
+  if (record.ok() && record->has_value()) {
     v1::IndexRecord& r = **record;
     FileIdentity verified{r.verified_inode(), r.entry().size(),
                           r.verified_mtime_ns(), r.verified_ctime_ns()};
@@ -63,7 +63,7 @@ Catalog::FindResult Catalog::Find(const EntryKey& id) {
       absl::MutexLock lock(&mu_);
       Invalidate(canonical);
     }
-    if (absl::Status s = index_->Delete(id); !s.ok()) return s;
+    if (!index_->Delete(id).ok()) ++index_write_failures_;
   }
   // One probe per key at a time; latecomers share its result.
   std::shared_ptr<Probe> probe;
@@ -94,7 +94,8 @@ Catalog::FindResult Catalog::ProbeStore(const EntryKey& id) {
   absl::StatusOr<StoredEntry> stored = StoreFor(id).Find(id);
   if (absl::IsNotFound(stored.status())) return std::nullopt;
   if (!stored.ok()) return stored.status();
-  if (absl::Status s = Record(id, *stored); !s.ok()) return s;
+  // Verified on the store: a hit whether or not the index takes it.
+  (void)Record(id, *stored);
   Touch(id.Canonical());
   return stored->entry;
 }
@@ -110,7 +111,9 @@ absl::Status Catalog::Record(const EntryKey& id, const StoredEntry& stored) {
   record.set_verified_mtime_ns(stored.identity.mtime_ns);
   record.set_verified_ctime_ns(stored.identity.ctime_ns);
   record.set_last_access_unix_ms(absl::ToUnixMillis(now_()));
-  return index_->Put(id, record);
+  absl::Status written = index_->Put(id, record);
+  if (!written.ok()) ++index_write_failures_;
+  return written;
 }
 
 absl::Status Catalog::Forget(const EntryKey& id) {

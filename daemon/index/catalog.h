@@ -14,12 +14,18 @@
 //   - concurrent probes of one key share a single store probe (negative and
 //     positive results alike), so 128 ranks missing together cost one probe;
 //   - hits record a last-access time in memory, flushed to the index in
-//     batches (FlushAccessTimes), for LRU eviction and "served recently".
+//     batches (FlushAccessTimes), for LRU eviction and "served recently";
+//   - the store is the truth and the index only a cache of it: an index
+//     that cannot be read or written (the local disk full) never turns a
+//     hit into an error. The entry is served from the store's verification
+//     and the failed write counted (index_write_failures); the index catches
+//     up at the next write that succeeds.
 //
 // Thread-safe. Stores and index must outlive the catalog.
 #ifndef NEFFD_DAEMON_INDEX_CATALOG_H_
 #define NEFFD_DAEMON_INDEX_CATALOG_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -54,6 +60,9 @@ class Catalog {
 
   // Drops `id` from the index (the store is the caller's business).
   absl::Status Forget(const EntryKey& id);
+
+  // Index writes that failed on the hit path (served anyway) and in Record.
+  uint64_t index_write_failures() const { return index_write_failures_; }
 
   // When `id` was last served on this host (InfinitePast if never, as far as
   // this process remembers or the index recorded).
@@ -100,6 +109,7 @@ class Catalog {
   const std::function<absl::Time()> now_;
   const absl::Duration revalidate_;
   AccessObserver access_observer_;
+  std::atomic<uint64_t> index_write_failures_{0};
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Probe>> probes_

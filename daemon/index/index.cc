@@ -2,6 +2,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -34,6 +37,11 @@ std::string RowKey(const EntryKey& id) {
 std::string VersionRowKey(absl::string_view ns, absl::string_view version) {
   return absl::StrCat(kVersionPrefix, ns, "/", version);
 }
+
+// Index writes stop while the index's filesystem has less than this (or an
+// eighth of its size) free, so RocksDB's WAL never meets a full disk (see
+// Index::Write).
+constexpr uint64_t kWriteReserveBytes = uint64_t{64} << 20;
 
 absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
   if (s.ok()) return absl::OkStatus();
@@ -297,8 +305,7 @@ absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
   } else {
     batch.Put(version_row, EncodeTotals(version));
   }
-  if (absl::Status s = FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
-                                 record != nullptr ? "put" : "delete");
+  if (absl::Status s = Write(&batch, record != nullptr ? "put" : "delete");
       !s.ok()) {
     return s;
   }
@@ -309,6 +316,31 @@ absl::Status Index::Apply(const EntryKey& id, const v1::IndexRecord* record) {
     versions_[group] = version;
   }
   return absl::OkStatus();
+}
+
+absl::Status Index::Write(rocksdb::WriteBatch* batch, absl::string_view what) {
+  // Local RocksDB files, not the shared store: no Env (store/env.h) here.
+  struct statvfs fs;
+  if (statvfs(db_->GetName().c_str(), &fs) == 0) {
+    const uint64_t size = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+    const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (free < std::min(kWriteReserveBytes, size / 8)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("index ", what, ": ", db_->GetName(), " has ", free,
+                       " bytes free, under the index's reserve; not written"));
+    }
+  }
+  if (write_failed_) {
+    return absl::UnavailableError(absl::StrCat(
+        "index ", what, ": the index refuses writes since one failed (",
+        first_write_error_, "); it catches up after the daemon restarts"));
+  }
+  rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), batch);
+  if (!s.ok()) {
+    write_failed_ = true;
+    first_write_error_ = s.ToString();
+  }
+  return FromRocks(s, what);
 }
 
 absl::Status Index::PutAll(
@@ -336,11 +368,7 @@ absl::Status Index::PutAll(
   for (const auto& [group, t] : versions) {
     batch.Put(VersionRowKey(group.first, group.second), EncodeTotals(t));
   }
-  if (absl::Status s =
-          FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "put all");
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = Write(&batch, "put all"); !s.ok()) return s;
   totals_ = next;
   versions_ = std::move(versions);
   return absl::OkStatus();
@@ -395,6 +423,11 @@ std::vector<Index::VersionTotals> Index::version_totals() const {
 }
 
 absl::Status Index::Flush() {
+  {
+    absl::MutexLock lock(&write_mu_);
+    // Not after a failed write, for the same reason as Write.
+    if (write_failed_) return absl::OkStatus();
+  }
   return FromRocks(db_->Flush(rocksdb::FlushOptions()), "flush");
 }
 

@@ -38,6 +38,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace neffd {
@@ -111,6 +112,15 @@ class Index {
   // Writes `record` for `id` (deletes it if null) together with the
   // global and per-version totals rows, in one batch.
   absl::Status Apply(const EntryKey& id, const v1::IndexRecord* record);
+  // Writes `batch`, unless the index's filesystem is nearly full
+  // (ResourceExhausted; writes resume when space returns). Debian's RocksDB
+  // 7.8 is built with assertions and aborts the process when its WAL fails
+  // a write (a full disk), so the WAL must never meet one; should a write
+  // fail anyway, every later one is refused without reaching RocksDB until
+  // the daemon restarts. Callers serve from the store meanwhile (Catalog),
+  // and the index catches up from it.
+  absl::Status Write(rocksdb::WriteBatch* batch, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   // Serialises writers so the totals stay exact.
   mutable absl::Mutex write_mu_;
@@ -119,6 +129,8 @@ class Index {
   std::vector<rocksdb::ColumnFamilyHandle*> families_;
   Totals totals_ ABSL_GUARDED_BY(write_mu_);
   VersionMap versions_ ABSL_GUARDED_BY(write_mu_);
+  bool write_failed_ ABSL_GUARDED_BY(write_mu_) = false;
+  std::string first_write_error_ ABSL_GUARDED_BY(write_mu_);
   std::string recovered_from_;
 };
 

@@ -79,7 +79,12 @@ absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
   published.entry = ServeLocally(tier_, id, result->stored.entry);
   published.already_cached = result->already_cached;
   locks_->FinishPublish(artifact.lease_id, &published.entry);
-  if (!indexed.ok()) return indexed;
+  if (!indexed.ok()) {
+    // The entry is on the store, which is the truth: the publish succeeded,
+    // and the index learns of the entry at its first lookup that can write.
+    log::Warning("index_write_failed",
+                 {{"entry", id.Canonical()}, {"error", indexed.message()}});
+  }
   if (!published.already_cached) {
     log::Info("published",
               {{"entry", id.Canonical()},

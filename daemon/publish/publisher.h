@@ -19,8 +19,10 @@
 //      answered READY with it, on a thread of its own that runs while the
 //      store fsyncs and is joined before the lease ends: waiters do not wait
 //      for the shared store's durability; the publisher's answer does.
-//   4. On success the entry is recorded in the index and the lease ends with
-//      it (every waiter, including later ones, gets READY); if the store
+//   4. On success the entry is recorded in the index (a failed index write
+//      is logged, not returned: the entry is on the store, the truth) and
+//      the lease ends with it (every waiter, including later ones, gets
+//      READY); if the store
 //      refused the bytes, the pin is dropped and the holder keeps its lease
 //      and may retry.
 // A staged file that could be opened is the daemon's from then on: adopted

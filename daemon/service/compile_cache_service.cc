@@ -348,6 +348,12 @@ v1::Stats CompileCacheService::CumulativeStats() const {
   stats.set_quarantined(catalog_->StoreFor(Namespace::kNeff).quarantined() +
                         catalog_->StoreFor(Namespace::kHlo).quarantined());
   stats.set_store_metadata_ops(options_.shared_ops());
+  stats.set_index_write_failures(catalog_->index_write_failures());
+  absl::Time measured;
+  *stats.mutable_leftovers() = options_.leftovers(&measured);
+  if (measured != absl::InfinitePast()) {
+    stats.set_leftovers_measured_unix_ms(absl::ToUnixMillis(measured));
+  }
   if (tier_ != nullptr) {
     stats.set_local_tier_bytes(tier_->used_bytes());
     stats.set_local_tier_filled_bytes(tier_->filled_bytes());

@@ -54,6 +54,12 @@ struct ServiceOptions {
   std::function<absl::Time()> now = [] { return absl::Now(); };
   // Metadata operations made on the shared store so far (for GetStats).
   std::function<uint64_t()> shared_ops = [] { return uint64_t{0}; };
+  // What this host's last gc runs left on the stores, and when (for
+  // GetStats; GcCoordinator::Leftovers).
+  std::function<v1::Leftovers(absl::Time*)> leftovers = [](absl::Time* when) {
+    *when = absl::InfinitePast();
+    return v1::Leftovers();
+  };
   // The S3 tier (null: off): asked under a fresh lease before a rank is
   // told to compile, and handed what ranks publish.
   RemoteTier* remote = nullptr;

@@ -377,6 +377,9 @@ void Daemon::Parts::BuildServices() {
     return neff_store->metadata_ops() + hlo_store->metadata_ops() +
            lease_env->metadata_ops();
   };
+  service_options.leftovers = [this](absl::Time *measured) {
+    return gc->Leftovers(measured);
+  };
   service = std::make_unique<CompileCacheService>(
       service_options, catalog.get(), locks.get(), tier.get(), publisher.get(),
       &telemetry);
@@ -384,6 +387,10 @@ void Daemon::Parts::BuildServices() {
   MaintenanceOptions maintenance_options;
   maintenance_options.stale_lock_age = options.lock_timeout;
   maintenance_options.recent = options.gc_recent;
+  maintenance_options.temp_grace = options.gc_temp_grace;
+  maintenance_options.quarantine = {options.gc_quarantine_age,
+                                    options.gc_quarantine_bytes};
+  maintenance_options.trash = {options.gc_trash_age, options.gc_trash_bytes};
   // `neffctl evict` drops the host's local copy too: otherwise ranks on this
   // host would keep being handed the evicted NEFF until the tier evicts it.
   maintenance_options.on_evict = [tier = tier.get()](const EntryKey &id) {

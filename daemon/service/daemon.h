@@ -64,6 +64,14 @@ struct DaemonOptions {
   // gc_interval.
   uint64_t max_cache_size = 0;
   absl::Duration gc_interval = absl::Minutes(10);
+  // Every gc run's bounds on what is not an entry: temp files of crashed
+  // publishes older than gc_temp_grace, quarantine/ and .trash/ by age and
+  // size (0 bytes: no size bound).
+  absl::Duration gc_temp_grace = absl::Hours(1);
+  absl::Duration gc_quarantine_age = absl::Hours(24 * 7);
+  uint64_t gc_quarantine_bytes = uint64_t{4} << 30;
+  absl::Duration gc_trash_age = absl::Hours(1);
+  uint64_t gc_trash_bytes = uint64_t{1} << 30;
   // Cluster gc: how coarsely (and at most how often) this host records on
   // the shared store which entries it served (daemon/cluster/access_journal.h).
   absl::Duration access_journal_grain = absl::Minutes(10);

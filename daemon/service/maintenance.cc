@@ -131,9 +131,34 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
                                                const v1::GcRequest& request,
                                                const GcScope& scope) {
   Store& store = catalog_->StoreFor(ns);
+  v1::GcResponse response;
+  // Temp files' and aside items' ages are judged by the store's clock: their
+  // mtimes were set by whichever host wrote them.
+  const absl::Time store_now = store.FilesystemNow().value_or(options_.now());
+  v1::Leftovers& removed_leftovers = *response.mutable_leftovers_removed();
+  v1::Leftovers& leftovers = *response.mutable_leftovers_after();
   std::vector<Candidate> entries;
   absl::Status listed = store.ForEachEntry([&](const EntryKey& id) {
     EntryState state = store.Inspect(id);
+    for (const TempFile& temp : state.temp_files) {
+      const bool orphaned = store_now - temp.mtime >= options_.temp_grace;
+      if (orphaned &&
+          (request.dry_run() || store.RemoveTempFile(id, temp.name).ok())) {
+        removed_leftovers.set_temp_files(removed_leftovers.temp_files() + 1);
+        removed_leftovers.set_temp_bytes(removed_leftovers.temp_bytes() +
+                                         temp.size);
+      } else {
+        leftovers.set_temp_files(leftovers.temp_files() + 1);
+        leftovers.set_temp_bytes(leftovers.temp_bytes() + temp.size);
+      }
+    }
+    // An artifact that never got its model.done: Find moves it aside once
+    // it is older than the store's orphan_grace and no lease guards it.
+    if (state.has_artifact && !state.has_done && !state.legacy_inputs &&
+        state.lock_files.empty() && !options_.lease_out(id) &&
+        !request.dry_run()) {
+      (void)store.Find(id);
+    }
     if (!state.has_artifact || !state.has_done) return true;
     Candidate c{id, state.artifact_size, state.done_mtime,
                 v1::GcRemoval::PUBLISHED,
@@ -153,11 +178,15 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
     return true;
   });
   if (!listed.ok()) return listed;
+  if (absl::Status s = SweepAside(store, store_now, request.dry_run(),
+                                  &removed_leftovers, &leftovers);
+      !s.ok()) {
+    return s;
+  }
   std::sort(entries.begin(), entries.end(),
             [](const Candidate& a, const Candidate& b) {
               return a.last_use < b.last_use;
             });
-  v1::GcResponse response;
   response.set_lease_host(scope.lease_host);
   response.set_lease_id(scope.lease_id);
   response.set_journals_read(scope.journals_read);
@@ -240,6 +269,29 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
   response.set_entries_after(entries.size() - removed);
   response.set_bytes_after(total);
   return response;
+}
+
+absl::Status Maintenance::SweepAside(Store& store, absl::Time now, bool dry_run,
+                                     v1::Leftovers* removed,
+                                     v1::Leftovers* kept) {
+  AsideBounds quarantine = options_.quarantine;
+  quarantine.dry_run = dry_run;
+  absl::StatusOr<AsideSweep> q =
+      store.SweepAside(AsideDir::kQuarantine, quarantine, now);
+  if (!q.ok()) return q.status();
+  AsideBounds trash = options_.trash;
+  trash.dry_run = dry_run;
+  absl::StatusOr<AsideSweep> t = store.SweepAside(AsideDir::kTrash, trash, now);
+  if (!t.ok()) return t.status();
+  removed->set_quarantine_entries(q->removed.items);
+  removed->set_quarantine_bytes(q->removed.bytes);
+  removed->set_trash_entries(t->removed.items);
+  removed->set_trash_bytes(t->removed.bytes);
+  kept->set_quarantine_entries(q->kept.items);
+  kept->set_quarantine_bytes(q->kept.bytes);
+  kept->set_trash_entries(t->kept.items);
+  kept->set_trash_bytes(t->kept.bytes);
+  return absl::OkStatus();
 }
 
 absl::Status Maintenance::Import(

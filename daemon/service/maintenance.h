@@ -33,6 +33,12 @@ struct MaintenanceOptions {
   // Called after an entry is evicted; the daemon drops the host's local
   // (tier) copy there.
   std::function<void(const EntryKey&)> on_evict = [](const EntryKey&) {};
+  // Gc's bounds on what is not an entry: temp files of interrupted publishes
+  // older than this are removed; quarantine/ and .trash/ are kept within
+  // their bounds (Store::SweepAside).
+  absl::Duration temp_grace = absl::Hours(1);
+  AsideBounds quarantine = {absl::Hours(24 * 7), uint64_t{4} << 30};
+  AsideBounds trash = {absl::Hours(1), uint64_t{1} << 30};
   // True while a lease on the key is out on this host.
   std::function<bool(const EntryKey&)> lease_out = [](const EntryKey&) {
     return false;
@@ -72,7 +78,11 @@ class Maintenance {
 
   // Removes the coldest entries (by `scope`'s uses on any host and this
   // host's own) until the request's goals hold; see GcScope for the order.
-  // Aborted if scope.still_held turns false mid-run.
+  // Every run also removes leftovers past their bounds (MaintenanceOptions:
+  // old temp files, quarantine/ and .trash/ over age or size) and moves
+  // aside orphaned artifacts (no model.done, no lease) older than the
+  // store's orphan_grace; the response counts them. Aborted if
+  // scope.still_held turns false mid-run.
   absl::StatusOr<v1::GcResponse> Gc(Namespace ns, const v1::GcRequest& request,
                                     const GcScope& scope = GcScope());
 
@@ -82,6 +92,11 @@ class Maintenance {
       const std::function<void(const v1::ImportProgress&)>& progress);
 
  private:
+  // Applies the quarantine/ and .trash/ bounds to `store`, counting into
+  // `removed` and `kept`.
+  absl::Status SweepAside(Store& store, absl::Time now, bool dry_run,
+                          v1::Leftovers* removed, v1::Leftovers* kept);
+
   const MaintenanceOptions options_;
   Catalog* const catalog_;
 };

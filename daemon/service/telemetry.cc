@@ -327,6 +327,28 @@ std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
   out.Single("neffd_store_metadata_ops_total", "counter",
              "Metadata operations made on the shared store.",
              s.store_metadata_ops());
+  out.Single("neffd_index_write_failures_total", "counter",
+             "Index writes that failed (served from the store anyway).",
+             s.index_write_failures());
+  // What the last gc runs left on the stores (0 until this host swept).
+  const v1::Leftovers& left = s.leftovers();
+  out.Family("neffd_store_leftovers", "gauge",
+             "Files and entries the store holds that are not entries, as this "
+             "host's last gc run left them, by kind.");
+  out.Sample("neffd_store_leftovers", Label("kind", "temp"), left.temp_files());
+  out.Sample("neffd_store_leftovers", Label("kind", "quarantine"),
+             left.quarantine_entries());
+  out.Sample("neffd_store_leftovers", Label("kind", "trash"),
+             left.trash_entries());
+  out.Family("neffd_store_leftover_bytes", "gauge",
+             "Bytes of the store's leftovers by kind, as this host's last gc "
+             "run left them.");
+  out.Sample("neffd_store_leftover_bytes", Label("kind", "temp"),
+             left.temp_bytes());
+  out.Sample("neffd_store_leftover_bytes", Label("kind", "quarantine"),
+             left.quarantine_bytes());
+  out.Sample("neffd_store_leftover_bytes", Label("kind", "trash"),
+             left.trash_bytes());
   out.Single("neffd_local_tier_bytes", "gauge",
              "Bytes of verified local copies in the node-local read tier.",
              s.local_tier_bytes());

@@ -1,5 +1,6 @@
 #include "tests/harness/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -65,6 +67,15 @@ std::vector<std::string> SanitizerPreloadEnv() {
   return {absl::StrCat("LD_PRELOAD=", absl::StrJoin(runtimes, ":")),
           absl::StrCat("ASAN_OPTIONS=", asan != nullptr ? asan : "",
                        asan != nullptr ? ":" : "", "detect_leaks=0")};
+}
+
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    if (condition()) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
 }
 
 std::string Runfile(const std::string& path) {
@@ -182,7 +193,8 @@ DaemonProcess::DaemonProcess(const DaemonProcess& other)
       socket_path_(other.socket_path_),
       address_(other.address_),
       flags_(other.flags_),
-      env_(other.env_) {}
+      env_(other.env_),
+      binary_(other.binary_) {}
 
 DaemonProcess::~DaemonProcess() {
   process_.reset();
@@ -192,7 +204,7 @@ DaemonProcess::~DaemonProcess() {
 
 std::vector<std::string> DaemonProcess::Argv() const {
   std::vector<std::string> argv = {
-      Runfile("daemon/neffd"),
+      Runfile(binary_),
       "--cache_dir=" + root_ + "/neff",
       "--hlo_cache_dir=" + root_ + "/hlo",
       "--local_dir=" + root_ + "/local",
@@ -244,6 +256,49 @@ absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,
 std::unique_ptr<v1::CompileCache::Stub> DaemonProcess::NewStub() const {
   return v1::CompileCache::NewStub(
       grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+}
+
+CommandResult RunNeffctl(const DaemonProcess& daemon,
+                         const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {Runfile("client/neffctl"),
+                                   "--address=" + daemon.address()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+v1::LocksResponse GetLocks(const DaemonProcess& daemon) {
+  auto admin = v1::CacheAdmin::NewStub(grpc::CreateChannel(
+      daemon.address(), grpc::InsecureChannelCredentials()));
+  v1::LocksResponse locks;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  if (!admin->GetLocks(&context, v1::GetLocksRequest(), &locks).ok()) {
+    return v1::LocksResponse();
+  }
+  return locks;
+}
+
+uint64_t LockWaiters(const DaemonProcess& daemon) {
+  return GetLocks(daemon).waiters();
+}
+
+bool HasOpenFile(pid_t pid, const std::string& suffix) {
+  const std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* dir = opendir(fd_dir.c_str());
+  if (dir == nullptr) return false;
+  bool found = false;
+  while (struct dirent* e = readdir(dir)) {
+    char target[4096];
+    const ssize_t n = readlink(absl::StrCat(fd_dir, "/", e->d_name).c_str(),
+                               target, sizeof(target));
+    if (n > 0 && absl::EndsWith(absl::string_view(target, n), suffix)) {
+      found = true;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
 }
 
 }  // namespace neffd::test_support

@@ -11,12 +11,15 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 #include "tests/harness/temp_dir.h"
 
@@ -33,6 +36,11 @@ void WriteFile(const std::string& path, const std::string& content);
 // sanitizer runtimes this test binary runs with, and no leak check (the
 // interpreter's allocations live until exit). Empty in a plain build.
 std::vector<std::string> SanitizerPreloadEnv();
+
+// "Wait until X": polls `condition` every 10 ms until it holds (true) or
+// `timeout` has passed (false). Never a bare sleep standing for X.
+bool WaitUntil(const std::function<bool()>& condition,
+               absl::Duration timeout = absl::Seconds(10));
 
 class Process {
  public:
@@ -68,6 +76,24 @@ struct CommandResult {
 CommandResult RunCommand(std::vector<std::string> argv,
                          std::vector<std::string> env = {});
 
+class DaemonProcess;
+
+// neffctl --address={daemon's} `args`, as an operator runs it.
+CommandResult RunNeffctl(const DaemonProcess& daemon,
+                         const std::vector<std::string>& args);
+
+// The daemon's leases and parked Lock calls now (CacheAdmin.GetLocks); empty
+// if it does not answer. For "wait until the waiter is parked" and "wait
+// until the publish is in flight" (a lease with `publishing`).
+v1::LocksResponse GetLocks(const DaemonProcess& daemon);
+
+// GetLocks(daemon).waiters(): Lock calls parked now, all keys.
+uint64_t LockWaiters(const DaemonProcess& daemon);
+
+// True if process `pid` has a file open whose path ends with `suffix`
+// (/proc/{pid}/fd): e.g. a daemon-less rank polling a key's lock file.
+bool HasOpenFile(pid_t pid, const std::string& suffix);
+
 // Takes the lock on `id` and publishes `bytes` inline with `metadata`, as a
 // rank would. AlreadyExists if the entry was cached (the lock answered
 // READY).
@@ -87,6 +113,10 @@ class DaemonProcess {
   // Another daemon on the same directories and socket (not started).
   DaemonProcess(const DaemonProcess& other);
   ~DaemonProcess();
+
+  // The daemon binary Start() runs, as a runfile (default "daemon/neffd";
+  // a test build such as "tests/faults/neffd_crash_points").
+  void set_binary(std::string runfile) { binary_ = std::move(runfile); }
 
   // (Re)starts and waits until the socket accepts; false if it exited.
   bool Start();
@@ -110,6 +140,7 @@ class DaemonProcess {
   std::string address_;
   std::vector<std::string> flags_;
   std::vector<std::string> env_;
+  std::string binary_ = "daemon/neffd";
   std::unique_ptr<Process> process_;
 };
 
