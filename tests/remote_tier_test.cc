@@ -20,7 +20,6 @@
 #include "tests/harness/remote_env.h"
 #include "tests/harness/servers.h"
 #include "tests/harness/temp_dir.h"
-#include "tests/harness/wait.h"
 
 namespace neffd::test_support {
 namespace {
