@@ -327,6 +327,26 @@ std::vector<VarSpec> MakeRegistry() {
            "When `1`, each cache miss in `neffcc` writes one stderr line "
            "saying whether the same input is cached and which flags, "
            "compiler version or platform target differ."),
+      Var(kNeffdSection, "NEFFD_REMOTE", Type::kString, Rule::kAnyString,
+          nullptr, kDaemon,
+          "The S3 tier behind the shared store, `s3://BUCKET/PREFIX` "
+          "(`neffd --remote`); unset: no remote tier."),
+      Var(kNeffdSection, "NEFFD_S3_ENDPOINT", Type::kString, Rule::kAnyString,
+          nullptr, kDaemon,
+          "S3 endpoint URL for S3-compatible stores (`neffd "
+          "--s3_endpoint`); unset: AWS's regional endpoint."),
+      Var(kNeffdSection, "NEFFD_REMOTE_MODE", Type::kString, Rule::kAnyString,
+          "rw", kDaemon,
+          "`rw` (read through and upload) or `ro` (read through only; "
+          "`neffd --remote_mode`)."),
+      Var(kNeffdSection, "AWS_REGION", Type::kString, Rule::kAnyString, nullptr,
+          kDaemon,
+          "The S3 tier's signing region (`neffd --s3_region`), as the AWS "
+          "SDKs read it."),
+      Var(kNeffdSection, "AWS_DEFAULT_REGION", Type::kString, Rule::kAnyString,
+          nullptr, kDaemon,
+          "The S3 tier's region when `AWS_REGION` is unset; else "
+          "`us-east-1`."),
       Var(kNeffdSection, "JOURNAL_STREAM", Type::kString, Rule::kAnyString,
           nullptr, kNeffd,
           "Set by systemd when stderr goes to the journal; neffd then starts "

@@ -11,10 +11,13 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "config/flags.h"
 #include "daemon/log/log.h"
+#include "daemon/remote/remote_layout.h"
+#include "daemon/remote/s3_client.h"
 
 using neffd::config::DurationFlag;
 using neffd::config::LogLevelFlag;
@@ -116,6 +119,34 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificate(s); TCP clients must present a certificate "
           "signed by one of them");
+ABSL_FLAG(std::string, remote, "",
+          "S3 tier behind the shared store, s3://BUCKET/PREFIX (empty: off)");
+ABSL_FLAG(std::string, s3_endpoint, "",
+          "S3 endpoint URL for S3-compatible stores (empty: AWS's regional "
+          "endpoint)");
+ABSL_FLAG(std::string, s3_region, "",
+          "S3 signing region (empty: AWS_REGION, AWS_DEFAULT_REGION, else "
+          "us-east-1)");
+ABSL_FLAG(std::string, remote_mode, "",
+          "rw: read through and upload; ro: read through only (empty: rw)");
+ABSL_FLAG(DurationFlag, s3_connect_timeout, DurationFlag{absl::Seconds(2)},
+          "deadline for connecting to S3");
+ABSL_FLAG(DurationFlag, s3_timeout, DurationFlag{absl::Seconds(60)},
+          "deadline for one S3 request (a whole GET, one upload part)");
+ABSL_FLAG(DurationFlag, s3_lookup_timeout, DurationFlag{absl::Seconds(2)},
+          "deadline for the model.done GET a miss makes before anyone "
+          "compiles");
+ABSL_FLAG(uint64_t, s3_part_size, uint64_t{16} << 20,
+          "multipart upload part size in bytes (at least 5242880)");
+ABSL_FLAG(uint64_t, s3_multipart_threshold, uint64_t{64} << 20,
+          "NEFFs this big or bigger upload in parts, in bytes");
+ABSL_FLAG(int64_t, s3_breaker_failures, 5,
+          "consecutive S3 failures that make neffd skip S3 for a backoff");
+ABSL_FLAG(DurationFlag, s3_breaker_backoff, DurationFlag{absl::Seconds(5)},
+          "first time S3 is skipped after --s3_breaker_failures; doubles per "
+          "failed probe");
+ABSL_FLAG(DurationFlag, s3_breaker_max_backoff, DurationFlag{absl::Minutes(5)},
+          "longest time S3 is skipped");
 
 namespace neffd {
 namespace {
@@ -131,6 +162,10 @@ constexpr std::pair<const char*, const char*> kFlagVariables[] = {
     {"local_dir", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"},
     {"lock_timeout", "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"},
     {"v", "TORCH_NEURONX_LOG_LEVEL"},
+    {"remote", "NEFFD_REMOTE"},
+    {"s3_endpoint", "NEFFD_S3_ENDPOINT"},
+    {"s3_region", "AWS_REGION"},
+    {"remote_mode", "NEFFD_REMOTE_MODE"},
 };
 
 std::string VariableOf(absl::string_view flag) {
@@ -215,6 +250,66 @@ void AddSetting(v1::ConfigResponse* config, const std::string& name,
   } else {
     out->set_origin("default");
   }
+}
+
+// The S3 tier's flags (docs/REMOTE.md).
+void RemoteOptionsFromFlags(const config::EnvSnapshot& env, RangeChecks& check,
+                            RemoteTierOptions* remote) {
+  remote->url = FlagOr(FLAGS_remote, env, "NEFFD_REMOTE");
+  if (!remote->url.empty()) {
+    absl::StatusOr<remote::RemoteLocation> location =
+        remote::ParseRemoteUrl(remote->url);
+    // ParseRemoteUrl's message names the flag and value already.
+    check.Require(
+        location.ok(), "remote", remote->url,
+        location.ok()
+            ? ""
+            : absl::StripPrefix(location.status().message(),
+                                absl::StrCat("--remote=", remote->url, ": ")));
+  }
+  remote->endpoint = FlagOr(FLAGS_s3_endpoint, env, "NEFFD_S3_ENDPOINT");
+  check.Require(remote->endpoint.empty() ||
+                    absl::StartsWith(remote->endpoint, "http://") ||
+                    absl::StartsWith(remote->endpoint, "https://"),
+                "s3_endpoint", remote->endpoint,
+                "must be an http:// or https:// URL");
+  remote->region = FlagOr(FLAGS_s3_region, env, "AWS_REGION");
+  if (remote->region.empty())
+    remote->region = env.GetString("AWS_DEFAULT_REGION");
+  if (remote->region.empty()) remote->region = "us-east-1";
+  check.Require(
+      !remote->region.empty() &&
+          remote->region.find_first_not_of(
+              "abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos,
+      "s3_region", remote->region, "must be a region name such as us-east-1");
+  std::string mode = FlagOr(FLAGS_remote_mode, env, "NEFFD_REMOTE_MODE");
+  if (mode.empty()) mode = "rw";
+  check.Require(mode == "rw" || mode == "ro", "remote_mode", mode,
+                "must be rw or ro");
+  remote->read_only = mode == "ro";
+  remote->connect_timeout = absl::GetFlag(FLAGS_s3_connect_timeout).value;
+  check.Positive("s3_connect_timeout", remote->connect_timeout);
+  remote->request_timeout = absl::GetFlag(FLAGS_s3_timeout).value;
+  check.Positive("s3_timeout", remote->request_timeout);
+  remote->lookup_timeout = absl::GetFlag(FLAGS_s3_lookup_timeout).value;
+  check.Positive("s3_lookup_timeout", remote->lookup_timeout);
+  remote->part_size = absl::GetFlag(FLAGS_s3_part_size);
+  check.Require(remote->part_size >= remote::kMinPartSize &&
+                    remote->part_size <= (uint64_t{5} << 30),
+                "s3_part_size", absl::StrCat(remote->part_size),
+                "must be between 5242880 (S3's minimum) and 5368709120");
+  remote->multipart_threshold = absl::GetFlag(FLAGS_s3_multipart_threshold);
+  const int64_t failures = absl::GetFlag(FLAGS_s3_breaker_failures);
+  check.Within("s3_breaker_failures", failures, 1, kMaxCount);
+  remote->breaker_failures = static_cast<int>(failures);
+  remote->breaker_backoff = absl::GetFlag(FLAGS_s3_breaker_backoff).value;
+  check.Positive("s3_breaker_backoff", remote->breaker_backoff);
+  remote->breaker_max_backoff =
+      absl::GetFlag(FLAGS_s3_breaker_max_backoff).value;
+  check.Require(remote->breaker_max_backoff >= remote->breaker_backoff,
+                "s3_breaker_max_backoff",
+                absl::FormatDuration(remote->breaker_max_backoff),
+                "must be at least --s3_breaker_backoff");
 }
 
 }  // namespace
@@ -334,6 +429,7 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
       "must be an absolute path");
   options->metrics_interval = absl::GetFlag(FLAGS_metrics_interval).value;
   check.Positive("metrics_interval", options->metrics_interval);
+  RemoteOptionsFromFlags(env, check, &options->remote);
   return std::move(check).errors();
 }
 
@@ -387,6 +483,10 @@ v1::ConfigResponse DescribeConfig(const DaemonOptions& o,
       {"staging_quota_per_uid", absl::StrCat(o.staging_quota_per_uid)},
       {"max_lock_waiters", absl::StrCat(o.max_lock_waiters)},
       {"max_rpc_threads", absl::StrCat(o.max_rpc_threads)},
+      {"remote", o.remote.url},
+      {"s3_endpoint", o.remote.endpoint},
+      {"s3_region", o.remote.region},
+      {"remote_mode", o.remote.read_only ? "ro" : "rw"},
       {"v", absl::StrCat(verbosity)},
   };
   for (const auto& [name, value] : rows) AddSetting(&config, name, value, env);

@@ -65,6 +65,16 @@ TEST(NeffdCommandLineTest, BadFlagValuesExitTwoNamingTheFlag) {
       {"--max_rpc_threads=1", "--max_rpc_threads: \"1\" must be between"},
       {"--v=loud", "--v: \"loud\" is not a log level"},
       {"--no_such_flag=1", "--no_such_flag: no such flag"},
+      {"--remote=http://bucket/x",
+       "--remote: \"http://bucket/x\" expected "
+       "s3://BUCKET/PREFIX"},
+      {"--remote=s3://No_Such/x", "--remote: \"s3://No_Such/x\""},
+      {"--remote_mode=rx", "--remote_mode: \"rx\" must be rw or ro"},
+      {"--s3_endpoint=ftp://s3", "--s3_endpoint: \"ftp://s3\" must be an"},
+      {"--s3_region=Mars 1", "--s3_region: \"Mars 1\" must be a region"},
+      {"--s3_timeout=0", "--s3_timeout: \"0\" must be positive"},
+      {"--s3_part_size=1024", "--s3_part_size: \"1024\" must be between"},
+      {"--s3_breaker_failures=0", "--s3_breaker_failures: \"0\" must be"},
   };
   for (const auto& [flag, message] : cases) {
     std::vector<std::string> args = dirs;

@@ -59,6 +59,7 @@ TSAN_TESTS=(
   //client:cache_client_test
   //tests:concurrent_put_test
   //tests:admin_socket_test
+  //tests:remote_tier_test
 )
 # concurrent_put_test runs 64 TSan-built `neffctl put` processes against a
 # TSan-built daemon. (Its neffctl used to crash in protobuf's Map code: the

@@ -67,6 +67,12 @@ ABSL_FLAG(int, poll_ms, 1000, "legacy ranks' poll interval (legacy w/o :MS)");
 ABSL_FLAG(std::string, order, "same", "same (SPMD) or random per rank");
 ABSL_FLAG(bool, warm, false, "populate first; ranks only look up and read");
 ABSL_FLAG(std::string, workdir, "/tmp/neffd-storm", "scratch directory");
+ABSL_FLAG(int, expect_compiles, -1,
+          "compiles the run must see (-1: the graphs, or 0 with --warm); 0 "
+          "for a cold cluster whose S3 tier holds every graph");
+ABSL_FLAG(bool, wait_uploads, false,
+          "before stopping the daemon, wait until its S3 upload queue is "
+          "empty (bench/run_remote.sh seeds S3 this way)");
 ABSL_FLAG(std::string, daemon_flags, "--poll_interval=0.1",
           "extra neffd flags, space-separated");
 
@@ -421,6 +427,21 @@ DaemonFigures ReadDaemonFigures(test_support::DaemonProcess& daemon) {
   return figures;
 }
 
+// Polls the daemon's stats until its S3 outbox is empty (or 10 minutes).
+void WaitForUploads(test_support::DaemonProcess& daemon) {
+  const absl::Time deadline = absl::Now() + absl::Minutes(10);
+  while (absl::Now() < deadline) {
+    test_support::CommandResult stats = test_support::RunCommand(
+        {test_support::Runfile("client/neffctl"),
+         "--address=" + daemon.address(), "--json", "stats"});
+    if (stats.exit_code == 0 && StatField(stats.out, "upload_queue") == 0) {
+      return;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  std::fprintf(stderr, "the daemon's S3 uploads did not finish\n");
+}
+
 // The value of `name=` in a log line ("" if absent).
 absl::string_view LogValue(absl::string_view line, absl::string_view name) {
   const std::string field = absl::StrCat(" ", name, "=");
@@ -526,6 +547,7 @@ bool RunMode(const Mode& mode) {
     daemon_cpu =
         absl::StrFormat("%.1f", (after.cpu_s - before.cpu_s) * 1e3 / graphs);
     daemon_read = absl::StrCat(after.read_chars - before.read_chars);
+    if (absl::GetFlag(FLAGS_wait_uploads)) WaitForUploads(*daemon);
     daemon->Signal(SIGTERM);
     daemon->Wait();
     std::vector<double> answer_ms =
@@ -533,7 +555,8 @@ bool RunMode(const Mode& mode) {
     answer = Ms(answer_ms, 0.99);
   }
   const std::vector<double> notification_ms = phase.NotificationMs();
-  const size_t want = warm ? 0 : graphs;
+  const int expect = absl::GetFlag(FLAGS_expect_compiles);
+  const size_t want = expect >= 0 ? expect : warm ? 0 : graphs;
   if (phase.compiles != want) {
     std::fprintf(stderr, "%s: %zu compiles, expected %zu\n", mode.label.c_str(),
                  phase.compiles, want);

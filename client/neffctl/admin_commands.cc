@@ -7,6 +7,61 @@
 
 namespace neffd::ctl {
 
+namespace {
+
+// The S3 tier's part of `neffctl stats` (docs/REMOTE.md).
+void PrintRemoteStats(const v1::Stats& s) {
+  if (s.remote().empty()) return;
+  std::string breaker = s.remote_breaker();
+  if (s.remote_breaker() == "open") {
+    breaker = absl::StrCat(
+        "OPEN: S3 skipped for ",
+        HumanDuration(absl::Milliseconds(s.remote_breaker_retry_ms())),
+        " more");
+  }
+  const uint64_t errors =
+      s.remote_errors_access_denied() + s.remote_errors_throttled() +
+      s.remote_errors_timeout() + s.remote_errors_connection_refused() +
+      s.remote_errors_server_error() + s.remote_errors_other();
+  std::string causes;
+  const std::pair<const char*, uint64_t> by_cause[] = {
+      {"access_denied", s.remote_errors_access_denied()},
+      {"throttled", s.remote_errors_throttled()},
+      {"timeout", s.remote_errors_timeout()},
+      {"connection_refused", s.remote_errors_connection_refused()},
+      {"server_error", s.remote_errors_server_error()},
+      {"other", s.remote_errors_other()},
+  };
+  for (const auto& [cause, count] : by_cause) {
+    if (count > 0)
+      absl::StrAppend(&causes, causes.empty() ? "" : " ", cause, "=", count);
+  }
+  PrintTable(
+      {
+          {"Remote", s.remote(), s.remote_mode()},
+          {"  fetched / misses",
+           absl::StrCat(s.hits_remote(), " / ", s.remote_misses()),
+           absl::StrCat(s.remote_corrupt(), " corrupt objects refused")},
+          {"  bytes in / out",
+           absl::StrCat(HumanBytes(s.remote_bytes_in()), " / ",
+                        HumanBytes(s.remote_bytes_out())),
+           ""},
+          {"  uploads", absl::StrCat(s.remote_uploads()),
+           absl::StrCat(s.remote_upload_failures(), " failed attempts")},
+          {"  upload queue", absl::StrCat(s.upload_queue()),
+           s.upload_queue() > 0
+               ? absl::StrCat("oldest ", HumanDuration(absl::Milliseconds(
+                                             s.upload_queue_oldest_ms())))
+               : ""},
+          {"  errors", absl::StrCat(errors), causes},
+          {"  breaker", breaker,
+           absl::StrCat(s.remote_skipped(), " calls skipped")},
+      },
+      {1});
+}
+
+}  // namespace
+
 void PrintStats(const v1::Stats& s, const std::string& address) {
   auto pct = [](uint64_t part, uint64_t whole) {
     return whole ? absl::StrFormat("(%.1f%%)", 100.0 * part / whole)
@@ -21,6 +76,10 @@ void PrintStats(const v1::Stats& s, const std::string& address) {
       {
           {"Lookups", n(s.lookups()), ""},
           {"  hits", n(s.hits()), pct(s.hits(), s.lookups())},
+          {"  by tier (local/shared/remote)",
+           absl::StrCat(s.hits_local(), " / ", s.hits_shared(), " / ",
+                        s.hits_remote()),
+           ""},
           {"  misses", n(s.misses()), pct(s.misses(), s.lookups())},
           {"  recorded failures", n(s.failed_lookups()),
            pct(s.failed_lookups(), s.lookups())},
@@ -56,6 +115,7 @@ void PrintStats(const v1::Stats& s, const std::string& address) {
            HumanBytes(s.bytes())},
       },
       {1});
+  PrintRemoteStats(s);
   if (s.versions_size() == 0) return;
   std::vector<std::vector<std::string>> rows = {
       {"  NAMESPACE", "COMPILER", "ENTRIES", "SIZE"}};

@@ -95,6 +95,9 @@ class Ctl {
   int Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
          bool dry_run);
   int Import(const std::string& dir, bool clear_stale_locks);
+  // The S3 tier (remote_commands.cc).
+  int Warm(const std::string& manifest);
+  int Manifest(absl::Duration since);
   int ResetStats();
 
   // Operations (ops_commands.cc).

@@ -17,6 +17,8 @@
 //   neffctl [--address A] [--json] gc [--max-size BYTES] [--older-than AGE]
 //                                     [--dry-run] [--namespace NS]
 //   neffctl [--address A] [--json] import DIR [--clear-stale-locks]
+//   neffctl [--address A] [--json] warm --manifest FILE
+//   neffctl [--address A] [--json] manifest [--since AGE] > FILE
 //   neffctl [--address A] [--json] why NS KEY [--compiler_version V]
 //   neffctl [--address A] [--json] drift [--compiler_version V]
 //                                        [--namespace NS]
@@ -80,6 +82,10 @@ ABSL_FLAG(bool, failed, false, "ls: recorded compile failures instead");
 ABSL_FLAG(bool, locked, false, "ls: only entries with a lease out");
 ABSL_FLAG(std::string, sort, "key", "ls: key, size or last_access");
 ABSL_FLAG(std::string, limit, "0", "ls: at most this many rows (0: all)");
+ABSL_FLAG(std::string, manifest, "",
+          "warm: file of entries to pull, one 'NS VERSION KEY' per line");
+ABSL_FLAG(std::string, since, "",
+          "manifest: only entries used this recently (e.g. 7d, 12h)");
 ABSL_FLAG(std::string, service, "",
           "health: the service to check (default: the daemon as a whole)");
 
@@ -107,6 +113,8 @@ int VerifyCommand(Ctl& ctl, const Call& call);
 int GcCommand(Ctl& ctl, const Call& call);
 int ImportCommand(Ctl& ctl, const Call& call);
 int WhyCommand(Ctl& ctl, const Call& call);
+int WarmCommand(Ctl& ctl, const Call& call);
+int ManifestCommand(Ctl& ctl, const Call& call);
 int DriftCommand(Ctl& ctl, const Call& call);
 
 // Every command: its positional arguments, what it does, the options it
@@ -185,6 +193,16 @@ const std::vector<Command>& Commands() {
        "index an existing cache directory",
        {"clear_stale_locks"},
        ImportCommand},
+      {"warm",
+       "",
+       "pull a manifest's entries from S3 into the shared store",
+       {"manifest"},
+       WarmCommand},
+      {"manifest",
+       "",
+       "the entries this host used, for warm",
+       {"since"},
+       ManifestCommand},
       {"why",
        "NS KEY",
        "what KEY was derived from, and why it missed",
@@ -398,6 +416,25 @@ int GcCommand(Ctl& ctl, const Call&) {
 
 int ImportCommand(Ctl& ctl, const Call& call) {
   return ctl.Import(call.args[0], absl::GetFlag(FLAGS_clear_stale_locks));
+}
+
+int WarmCommand(Ctl& ctl, const Call&) {
+  const std::string manifest = absl::GetFlag(FLAGS_manifest);
+  if (manifest.empty()) {
+    return Complain(kBadInput, "warm needs --manifest FILE");
+  }
+  return ctl.Warm(manifest);
+}
+
+int ManifestCommand(Ctl& ctl, const Call&) {
+  absl::Duration since = absl::ZeroDuration();
+  const std::string text = absl::GetFlag(FLAGS_since);
+  if (!text.empty() && !ParseAge(text, &since)) {
+    return Complain(kBadInput, absl::StrCat("--since '", text,
+                                            "' is not a duration (e.g. 7d, "
+                                            "12h)"));
+  }
+  return ctl.Manifest(since);
 }
 
 int WhyCommand(Ctl& ctl, const Call& call) {

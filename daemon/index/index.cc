@@ -28,6 +28,7 @@ constexpr char kTotalsKey[] = "m/totals";
 constexpr char kVersionPrefix[] = "m/v/";
 constexpr char kFormatKey[] = "m/format";
 constexpr char kFormat[] = "2";
+constexpr char kOutboxFamily[] = "outbox";
 
 std::string RowKey(const EntryKey& id) {
   return absl::StrCat(kEntryPrefix, id.Canonical());
@@ -164,9 +165,18 @@ absl::StatusOr<Index::Loaded> Index::LoadTotals(rocksdb::DB* db) {
 
 absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
   rocksdb::Options options = MakeOptions();
+  options.create_missing_column_families = true;
+  // The entries live in the default column family; the upload outbox in a
+  // family of its own, so scans of one never read the other.
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName,
+       rocksdb::ColumnFamilyOptions(options)},
+      {kOutboxFamily, rocksdb::ColumnFamilyOptions(options)}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
   std::string recovered;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(options, path, &raw);
+  rocksdb::Status s =
+      rocksdb::DB::Open(options, path, families, &handles, &raw);
   if (!s.ok() && !s.IsIOError()) {
     // Corruption or an unreadable format: the index is only a cache, so
     // keep the damaged copy for inspection and start a fresh one.
@@ -175,7 +185,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
     if (rename(path.c_str(), recovered.c_str()) != 0) {
       return FromRocks(s, "open " + path);
     }
-    s = rocksdb::DB::Open(options, path, &raw);
+    s = rocksdb::DB::Open(options, path, families, &handles, &raw);
   }
   if (s.IsIOError() && absl::StrContains(s.ToString(), "lock")) {
     return absl::FailedPreconditionError(
@@ -186,9 +196,16 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
   if (!s.ok()) return FromRocks(s, "open " + path);
   std::unique_ptr<rocksdb::DB> db(raw);
   absl::StatusOr<Loaded> loaded = LoadTotals(db.get());
-  if (!loaded.ok()) return loaded.status();
-  return std::unique_ptr<Index>(
+  if (!loaded.ok()) {
+    for (rocksdb::ColumnFamilyHandle* h : handles) {
+      db->DestroyColumnFamilyHandle(h);
+    }
+    return loaded.status();
+  }
+  auto index = std::unique_ptr<Index>(
       new Index(std::move(db), *std::move(loaded), std::move(recovered)));
+  index->families_ = std::move(handles);
+  return index;
 }
 
 Index::Index(std::unique_ptr<rocksdb::DB> db, Loaded loaded,
@@ -198,7 +215,45 @@ Index::Index(std::unique_ptr<rocksdb::DB> db, Loaded loaded,
       versions_(std::move(loaded.versions)),
       recovered_from_(std::move(recovered)) {}
 
-Index::~Index() = default;
+Index::~Index() {
+  // RocksDB wants every column family handle closed before the database.
+  for (rocksdb::ColumnFamilyHandle* h : families_) {
+    db_->DestroyColumnFamilyHandle(h);
+  }
+}
+
+// Outbox writes take the entries' writer lock too: RocksDB orders
+// concurrent writers itself, but in Debian's uninstrumented library, where
+// TSan sees the WAL buffer shared without a lock it knows.
+absl::Status Index::OutboxPut(absl::string_view key, absl::string_view value) {
+  absl::MutexLock lock(&write_mu_);
+  rocksdb::WriteOptions write;
+  write.sync = true;  // an upload promised is one a power loss cannot drop
+  return FromRocks(
+      db_->Put(write, families_[1], rocksdb::Slice(key.data(), key.size()),
+               rocksdb::Slice(value.data(), value.size())),
+      "outbox put");
+}
+
+absl::Status Index::OutboxDelete(absl::string_view key) {
+  absl::MutexLock lock(&write_mu_);
+  return FromRocks(db_->Delete(rocksdb::WriteOptions(), families_[1],
+                               rocksdb::Slice(key.data(), key.size())),
+                   "outbox delete");
+}
+
+void Index::OutboxForEach(
+    const std::function<bool(absl::string_view key, absl::string_view value)>&
+        visit) const {
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(ScanOptions(), families_[1]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (!visit(absl::string_view(it->key().data(), it->key().size()),
+               absl::string_view(it->value().data(), it->value().size()))) {
+      return;
+    }
+  }
+}
 
 absl::StatusOr<std::optional<v1::IndexRecord>> Index::Get(
     const EntryKey& id) const {

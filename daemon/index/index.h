@@ -36,6 +36,7 @@
 #include "store/entry_id.h"
 
 namespace rocksdb {
+class ColumnFamilyHandle;
 class DB;
 class WriteBatch;
 }  // namespace rocksdb
@@ -89,6 +90,16 @@ class Index {
   // Flushes memtables to disk (shutdown).
   absl::Status Flush();
 
+  // The S3 tier's upload outbox (daemon/remote_tier/outbox.h): opaque rows
+  // in a column family of their own in the same database, so it survives
+  // restarts and SIGKILL with the index. Puts are synced (WAL fsync).
+  absl::Status OutboxPut(absl::string_view key, absl::string_view value);
+  absl::Status OutboxDelete(absl::string_view key);
+  // In key order until `visit` returns false.
+  void OutboxForEach(
+      const std::function<bool(absl::string_view key, absl::string_view value)>&
+          visit) const;
+
  private:
   // By (namespace name, compiler version).
   using VersionMap = std::map<std::pair<std::string, std::string>, Totals>;
@@ -114,6 +125,8 @@ class Index {
   // Serialises writers so the totals stay exact.
   mutable absl::Mutex write_mu_;
   std::unique_ptr<rocksdb::DB> db_;
+  // Default (entries, totals), then the outbox; closed before db_.
+  std::vector<rocksdb::ColumnFamilyHandle*> families_;
   // The totals as of the last write, changed only by a writer holding
   // write_mu_; readers (GetStats, every metrics write) take only this one,
   // so a slow RocksDB write never delays them.

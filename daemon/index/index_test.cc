@@ -112,14 +112,54 @@ TEST(IndexTest, IndexWithoutVersionTotalsGetsThemOnOpen) {
   }
   {  // what an index written by an older neffd holds: no version rows
     rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir, &raw).ok());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    ASSERT_TRUE(rocksdb::DB::Open(
+                    rocksdb::DBOptions(), dir,
+                    {{rocksdb::kDefaultColumnFamilyName, {}}, {"outbox", {}}},
+                    &handles, &raw)
+                    .ok());
     std::unique_ptr<rocksdb::DB> db(raw);
     ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), "m/format").ok());
     ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), "m/v/neff/1").ok());
+    for (rocksdb::ColumnFamilyHandle* h : handles) {
+      db->DestroyColumnFamilyHandle(h);
+    }
   }
   auto index = *Index::Open(dir);
   EXPECT_EQ(Describe(index->version_totals()), "neff/1=2:10 ");
   EXPECT_EQ(index->totals().entries, 2u);
+}
+
+TEST(IndexTest, OutboxRowsSurviveReopenAndStayOutOfTheEntries) {
+  const std::string dir = NewTempDir("outbox");
+  {  // an index from before the outbox: no column family for it
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir, &raw).ok());
+    delete raw;
+  }
+  {
+    auto index = *Index::Open(dir);
+    ASSERT_TRUE(index->OutboxPut("neff/1/a", "first").ok());
+    ASSERT_TRUE(index->OutboxPut("neff/1/b", "second").ok());
+    ASSERT_TRUE(index->OutboxDelete("neff/1/a").ok());
+    ASSERT_TRUE(
+        index->Put(*EntryKey::Parse("neff", "1", "c"), Record("/c", 3)).ok());
+  }
+  auto index = *Index::Open(dir);
+  std::string rows;
+  index->OutboxForEach([&](absl::string_view key, absl::string_view value) {
+    rows += absl::StrCat(key, "=", value, " ");
+    return true;
+  });
+  EXPECT_EQ(rows, "neff/1/b=second ");
+  int entries = 0;
+  index->ForEach([&](const EntryKey&, const v1::IndexRecord&) {
+    ++entries;
+    return true;
+  });
+  EXPECT_EQ(entries, 1);
 }
 
 TEST(IndexTest, ForEachAfterResumesAfterTheGivenEntry) {

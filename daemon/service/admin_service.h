@@ -23,6 +23,7 @@
 #include <string>
 
 #include "daemon/locks/lock_table.h"
+#include "daemon/remote_tier/remote_tier.h"
 #include "daemon/service/maintenance.h"
 #include "daemon/service/peer_credentials.h"
 #include "daemon/service/telemetry.h"
@@ -48,6 +49,8 @@ struct AdminOptions {
   std::string mutations_only_on;
   // Who calls over a unix socket, for the log line of each mutating call.
   const PeerRegistry* peers = nullptr;
+  // The S3 tier, for Warm (null: off).
+  RemoteTier* remote = nullptr;
 };
 
 class CacheAdminService final : public v1::CacheAdmin::Service {
@@ -90,6 +93,13 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
   grpc::Status ResetStats(grpc::ServerContext* context,
                           const v1::ResetStatsRequest* request,
                           v1::Stats* response) override;
+  // admin_remote.cc
+  grpc::Status Warm(grpc::ServerContext* context,
+                    const v1::WarmRequest* request,
+                    grpc::ServerWriter<v1::WarmProgress>* writer) override;
+  grpc::Status Manifest(grpc::ServerContext* context,
+                        const v1::ManifestRequest* request,
+                        v1::ManifestResponse* response) override;
 
  private:
   // The leases out on this host, by EntryKey::Canonical().

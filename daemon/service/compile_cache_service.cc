@@ -56,10 +56,16 @@ absl::StatusOr<std::optional<v1::Entry>> CompileCacheService::Serve(
     const EntryKey& id) {
   absl::StatusOr<std::optional<v1::Entry>> found = catalog_->Find(id);
   if (!found.ok() || !found->has_value() || !TierServes(tier_, id)) {
+    if (found.ok() && found->has_value()) telemetry_->CountHitTier(false);
     return found;
   }
-  absl::StatusOr<v1::Entry> local = tier_->Get(id, **found);
-  if (local.ok()) return *local;
+  bool from_shared = false;
+  absl::StatusOr<v1::Entry> local = tier_->Get(id, **found, &from_shared);
+  if (local.ok()) {
+    telemetry_->CountHitTier(!from_shared);
+    return *local;
+  }
+  telemetry_->CountHitTier(false);
   if (!absl::IsDataLoss(local.status())) return found;  // local disk trouble
   // The shared copy changed after it was verified: check it from scratch
   // (the store quarantines it) rather than serve it.
@@ -157,13 +163,41 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
   LockTable::WaiterId waiter = locks_->Acquire(
       key, holder, request->wait(), options_.now() + wait,
       [this, key, context, reactor, response, started](LockEvent event) {
-        grpc::Status status = CompleteLock(key, std::move(event),
-                                           context->IsCancelled(), response);
-        CountLock(*response, status, started);
-        reactor->Finish(std::move(status));
+        OnLockEvent(key, std::move(event), context, reactor, response, started);
       });
   reactor->set_waiter(waiter);
   return reactor;
+}
+
+void CompileCacheService::OnLockEvent(const EntryKey& id, LockEvent event,
+                                      grpc::CallbackServerContext* context,
+                                      LockReactor* reactor,
+                                      v1::LockResponse* response,
+                                      absl::Time started) {
+  auto finish = [this, id, context, reactor, response,
+                 started](LockEvent event) {
+    grpc::Status status =
+        CompleteLock(id, std::move(event), context->IsCancelled(), response);
+    CountLock(*response, status, started);
+    reactor->Finish(std::move(status));
+  };
+  // Before anyone compiles, S3 is asked under the fresh lease, so one host
+  // of the cluster downloads while the others wait as for a compile. After
+  // the fetch the usual grant path re-checks the store: READY if it was
+  // published, else GRANTED.
+  const bool ask_remote =
+      options_.remote != nullptr && event.outcome == LockOutcome::kGranted &&
+      !context->IsCancelled() && !StoreFor(id).HasDoneRecord(id) &&
+      !StoreFor(id).FindFailure(id).has_value();
+  if (!ask_remote) {
+    finish(std::move(event));
+    return;
+  }
+  const std::string lease_id = event.lease_id;
+  options_.remote->FetchUnderLease(
+      id, lease_id,
+      [finish = std::move(finish), event = std::move(event)](
+          FetchOutcome) mutable { finish(std::move(event)); });
 }
 
 grpc::Status CompileCacheService::CompleteLock(const EntryKey& id,
@@ -278,6 +312,10 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext* context,
   if (!published.ok()) return ToGrpcStatus(published.status());
   telemetry_->CountPublish(id->ns(), published->already_cached,
                            published->entry.size());
+  // Queued (durably) before the rank hears it is published.
+  if (options_.remote != nullptr && !published->already_cached) {
+    options_.remote->Enqueue(*id, published->entry);
+  }
   response->set_outcome(published->already_cached
                             ? v1::PublishResponse::ALREADY_CACHED
                             : v1::PublishResponse::PUBLISHED);
@@ -344,6 +382,7 @@ v1::Stats CompileCacheService::CumulativeStats() const {
     stats.set_local_tier_filled_bytes(tier_->filled_bytes());
   }
   stats.set_uptime_ms(absl::ToInt64Milliseconds(options_.now() - started_));
+  if (options_.remote != nullptr) options_.remote->FillStats(&stats);
   // Kept by the index with each write: GetStats and every metrics textfile
   // write must not walk a million entries.
   for (const Index::VersionTotals& v : catalog_->index().version_totals()) {

@@ -39,6 +39,7 @@
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/publish/publisher.h"
+#include "daemon/remote_tier/remote_tier.h"
 #include "daemon/service/peer_credentials.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/service/telemetry.h"
@@ -73,6 +74,9 @@ struct ServiceOptions {
     *when = absl::InfinitePast();
     return v1::Leftovers();
   };
+  // The S3 tier (null: off): asked under a fresh lease before a rank is
+  // told to compile, and handed what ranks publish.
+  RemoteTier* remote = nullptr;
 };
 
 class CompileCacheService final
@@ -127,6 +131,7 @@ class CompileCacheService final
   grpc::Status AnswerLookup(const v1::LookupRequest& request,
                             v1::LookupResponse* response);
   // The entry to hand a rank: verified, and local when the tier has it.
+  // A hit is counted by the tier that had it.
   absl::StatusOr<std::optional<v1::Entry>> Serve(const EntryKey& id);
   // Fills `response` for a key that needs no lock: READY or FAILED. False if
   // the key is neither cached nor failed.
@@ -135,6 +140,11 @@ class CompileCacheService final
   // Counts a Lock call's answer and how long it took.
   void CountLock(const v1::LockResponse& response, const grpc::Status& status,
                  absl::Time started);
+  // A Lock's LockTable event: a grant for a key the shared store lacks goes
+  // to the S3 tier first (under that lease); then CompleteLock.
+  void OnLockEvent(const EntryKey& id, LockEvent event,
+                   grpc::CallbackServerContext* context, LockReactor* reactor,
+                   v1::LockResponse* response, absl::Time started);
   // Turns a LockTable event into the Lock response; may re-check the store.
   grpc::Status CompleteLock(const EntryKey& id, LockEvent event,
                             bool client_gone, v1::LockResponse* response);

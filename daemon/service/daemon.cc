@@ -23,6 +23,8 @@
 #include "daemon/log/log.h"
 #include "daemon/publish/publisher.h"
 #include "daemon/publish/staging_quota.h"
+#include "daemon/remote/credentials.h"
+#include "daemon/remote_tier/remote_tier.h"
 #include "daemon/service/admin_service.h"
 #include "daemon/service/compile_cache_service.h"
 #include "daemon/service/health_service.h"
@@ -145,6 +147,7 @@ struct Daemon::Parts {
   absl::Status OpenIndex();
   void BuildLockTable();
   absl::Status OpenTier();
+  absl::Status OpenRemoteTier();
   void BuildServices();
   absl::Status StartServers(const ListenerCredentials &credentials);
   // One gRPC server on `address` with `services`, health and reflection.
@@ -178,6 +181,7 @@ struct Daemon::Parts {
   std::unique_ptr<LockTable> locks;
   std::unique_ptr<StagingQuota> staging_quota;
   std::unique_ptr<Publisher> publisher;
+  std::unique_ptr<RemoteTier> remote;  // the S3 tier; null when off
   Telemetry telemetry;
   HealthService health;
   std::unique_ptr<CompileCacheService> service;
@@ -302,7 +306,7 @@ absl::Status Daemon::Parts::OpenTier() {
   return absl::OkStatus();
 }
 
-void Daemon::Parts::BuildServices() {
+absl::Status Daemon::Parts::OpenRemoteTier() {
   PublisherOptions publisher_options;
   publisher_options.host_id = options.host_id;
   staging_quota = std::make_unique<StagingQuota>(
@@ -314,7 +318,24 @@ void Daemon::Parts::BuildServices() {
       };
   publisher = std::make_unique<Publisher>(publisher_options, catalog.get(),
                                           locks.get(), tier.get());
+  if (!options.remote.enabled()) return absl::OkStatus();
+  RemoteTierParts remote_parts;
+  remote_parts.catalog = catalog.get();
+  remote_parts.locks = locks.get();
+  remote_parts.publisher = publisher.get();
+  remote_parts.tier = tier.get();
+  remote_parts.index = index.get();
+  remote_parts.staging_dir = staging_dir();
+  remote_parts.host_id = options.host_id;
+  remote_parts.environment = remote::ProcessEnvironment();
+  absl::StatusOr<std::unique_ptr<RemoteTier>> opened =
+      RemoteTier::Open(options.remote, std::move(remote_parts));
+  if (!opened.ok()) return opened.status();
+  remote = *std::move(opened);
+  return absl::OkStatus();
+}
 
+void Daemon::Parts::BuildServices() {
   ServiceOptions service_options;
   service_options.host_id = options.host_id;
   service_options.staging_dir = staging_dir();
@@ -323,6 +344,7 @@ void Daemon::Parts::BuildServices() {
   service_options.max_inline_bytes = options.max_inline_bytes;
   service_options.peers = &peers;
   service_options.ranks_group = options.socket_group;
+  service_options.remote = remote.get();
   service_options.shared_ops = [this] {
     return neff_store->metadata_ops() + hlo_store->metadata_ops() +
            lease_env->metadata_ops();
@@ -382,6 +404,7 @@ void Daemon::Parts::BuildServices() {
   };
   admin_options.config = options.config;
   admin_options.peers = &peers;
+  admin_options.remote = remote.get();
   admin_options.gc = [gc = gc.get()](Namespace ns,
                                      const v1::GcRequest &request) {
     return gc->RunNow(ns, request);
@@ -476,6 +499,12 @@ void Daemon::Parts::StartPeriodicWork() {
     scheduler.Add({options.metrics_interval, [this] { WriteMetrics(); },
                    /*own_thread=*/true});
   }
+  if (remote != nullptr) {
+    remote->Start();
+    // A download may outlast the TTL of the lease it runs under.
+    scheduler.Add(
+        {options.lease_ttl / 3, [this] { remote->KeepFetchesAlive(); }});
+  }
   scheduler.Start();
   // Cluster gc keeps its own threads: a lease on the shared store and runs
   // that may take minutes (daemon/cluster/gc_coordinator.h).
@@ -518,6 +547,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   if (absl::Status s = parts->OpenIndex(); !s.ok()) return s;
   parts->BuildLockTable();
   if (absl::Status s = parts->OpenTier(); !s.ok()) return s;
+  if (absl::Status s = parts->OpenRemoteTier(); !s.ok()) return s;
   parts->BuildServices();
   if (absl::Status s = parts->StartServers(*credentials); !s.ok()) return s;
   parts->StartPeriodicWork();
@@ -526,10 +556,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
 
 std::string Daemon::Describe() const {
   const DaemonOptions &o = parts_->options;
-  return absl::StrCat("neffd: listening on ", o.address, ", admin on ",
-                      o.admin_address, " (host ", o.host_id, "); neff cache ",
-                      o.neff_cache_dir, ", hlo cache ", o.hlo_cache_dir,
-                      ", local dir ", o.local_dir, ", index ", o.index_dir);
+  return absl::StrCat(
+      "neffd: listening on ", o.address, ", admin on ", o.admin_address,
+      " (host ", o.host_id, "); neff cache ", o.neff_cache_dir, ", hlo cache ",
+      o.hlo_cache_dir, ", local dir ", o.local_dir, ", index ", o.index_dir,
+      o.remote.enabled() ? absl::StrCat(", remote ", o.remote.url, " (",
+                                        o.remote.read_only ? "ro" : "rw", ")")
+                         : "");
 }
 
 std::string Daemon::IndexRecoveryNote() const {
@@ -558,6 +591,7 @@ void Daemon::Shutdown() {
   p->server->Shutdown(deadline);
   p->admin_server->Shutdown(deadline);
   p->scheduler.Stop();
+  if (p->remote != nullptr) p->remote->Stop();
   p->gc->Stop();
   (void)p->catalog->FlushAccessTimes();
   (void)p->index->Flush();

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/remote_tier/remote_tier_options.h"
 #include "daemon/service/listeners.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/env.h"
@@ -107,6 +108,8 @@ struct DaemonOptions {
   // certificate signed by tls.client_ca is required) and may listen on a
   // non-loopback address.
   TlsFiles tls;
+  // The S3 tier behind the shared store (off unless remote.url is set).
+  RemoteTierOptions remote;
   // The filesystem and clock of the stores, the tier and the lock files
   // (store/env.h); not owned. Tests wrap it to inject faults.
   Env *env = Env::Default();

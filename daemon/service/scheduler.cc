@@ -25,7 +25,10 @@ class Scheduler::Worker {
           for (;;) {
             {
               absl::MutexLock lock(&mu_);
-              mu_.Await(absl::Condition(this, &Worker::DueOrStopping));
+              // A CondVar loop, not Await(Condition): Await may evaluate the
+              // condition inside Debian's uninstrumented absl, where TSan
+              // cannot see that mu_ is held, and reports a race.
+              while (!DueOrStopping()) wake_.Wait(&mu_);
               if (stopping_) return;
               due_ = false;
             }
@@ -37,6 +40,7 @@ class Scheduler::Worker {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
+      wake_.Signal();
     }
     thread_.join();
   }
@@ -44,6 +48,7 @@ class Scheduler::Worker {
   void Wake() {
     absl::MutexLock lock(&mu_);
     due_ = true;
+    wake_.Signal();
   }
 
  private:
@@ -52,6 +57,7 @@ class Scheduler::Worker {
   }
 
   absl::Mutex mu_;
+  absl::CondVar wake_;
   bool due_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts once the fields above exist

@@ -19,7 +19,8 @@ constexpr const char* kResultNames[] = {"hit", "miss", "failed"};
 // Stats fields that are gauges: never reset, never subtracted.
 bool IsGauge(const std::string& name) {
   return name == "entries" || name == "bytes" || name == "leases_held" ||
-         name == "waiters" || name == "local_tier_bytes";
+         name == "waiters" || name == "local_tier_bytes" ||
+         name == "upload_queue";
 }
 
 std::string Escape(absl::string_view value) {
@@ -163,6 +164,8 @@ void Telemetry::Fill(v1::Stats* stats) const {
   stats->set_publish_bytes(bytes);
   stats->set_failures_recorded(failures_recorded_);
   stats->set_compiles_saved(by_result[0] + lock_ready_);
+  stats->set_hits_local(hits_local_);
+  stats->set_hits_shared(hits_shared_);
   const Histogram::Snapshot waits = lock_wait_.Read();
   stats->set_lock_wait_p50_seconds(waits.Quantile(0.5));
   stats->set_lock_wait_p99_seconds(waits.Quantile(0.99));
@@ -199,6 +202,61 @@ void Telemetry::Reset(const v1::Stats& cumulative) {
   wait_baseline_ = std::move(waits);
   baseline_time_ms_ = absl::ToUnixMillis(absl::Now());
 }
+
+namespace {
+
+// The hits by tier and the S3 tier's series (docs/REMOTE.md).
+void RenderRemote(const v1::Stats& s, Exposition& out) {
+  out.Family("neffd_hits_total", "counter",
+             "Hits by the tier that had the entry (remote: fetched from S3 "
+             "into the shared store).");
+  out.Sample("neffd_hits_total", Label("tier", "local"), s.hits_local());
+  out.Sample("neffd_hits_total", Label("tier", "shared"), s.hits_shared());
+  out.Sample("neffd_hits_total", Label("tier", "remote"), s.hits_remote());
+  if (s.remote().empty()) return;
+  out.Single("neffd_remote_misses_total", "counter",
+             "Misses S3 was asked about and had no entry for.",
+             s.remote_misses());
+  out.Single("neffd_remote_corrupt_total", "counter",
+             "S3 objects that failed verification (never served).",
+             s.remote_corrupt());
+  out.Family("neffd_remote_bytes_total", "counter",
+             "Bytes moved to and from S3.");
+  out.Sample("neffd_remote_bytes_total", Label("direction", "in"),
+             s.remote_bytes_in());
+  out.Sample("neffd_remote_bytes_total", Label("direction", "out"),
+             s.remote_bytes_out());
+  out.Family("neffd_remote_errors_total", "counter",
+             "Failed S3 calls by cause (each a miss, never a rank's error).");
+  const std::pair<const char*, uint64_t> causes[] = {
+      {"access_denied", s.remote_errors_access_denied()},
+      {"throttled", s.remote_errors_throttled()},
+      {"timeout", s.remote_errors_timeout()},
+      {"connection_refused", s.remote_errors_connection_refused()},
+      {"server_error", s.remote_errors_server_error()},
+      {"other", s.remote_errors_other()},
+  };
+  for (const auto& [cause, count] : causes) {
+    out.Sample("neffd_remote_errors_total", Label("cause", cause), count);
+  }
+  out.Single("neffd_remote_uploads_total", "counter", "Entries uploaded to S3.",
+             s.remote_uploads());
+  out.Single("neffd_remote_upload_failures_total", "counter",
+             "Upload attempts that failed and will be retried.",
+             s.remote_upload_failures());
+  out.Single("neffd_remote_upload_queue", "gauge",
+             "Entries waiting in the upload outbox.", s.upload_queue());
+  out.Single("neffd_remote_upload_queue_oldest_seconds", "gauge",
+             "Age of the oldest entry in the upload outbox.",
+             s.upload_queue_oldest_ms() / 1000.0);
+  out.Single("neffd_remote_breaker_open", "gauge",
+             "1 while the circuit breaker skips S3.",
+             s.remote_breaker() == "open" ? 1 : 0);
+  out.Single("neffd_remote_skipped_total", "counter",
+             "S3 calls the circuit breaker skipped.", s.remote_skipped());
+}
+
+}  // namespace
 
 std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
   Exposition out;
@@ -321,6 +379,7 @@ std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
                             Label("compiler_version", v.compiler_version())),
                v.bytes());
   }
+  RenderRemote(s, out);
   out.Single("neffd_uptime_seconds", "gauge",
              "Seconds since the daemon started.", s.uptime_ms() / 1000.0);
   return out.Take();

@@ -61,6 +61,8 @@ class Telemetry {
   void CountLookup(Namespace ns, LookupResult result);
   void CountPublish(Namespace ns, bool already_cached, uint64_t bytes);
   void CountFailureRecorded() { ++failures_recorded_; }
+  // A hit served from this host's local tier (true) or the shared store.
+  void CountHitTier(bool local) { ++(local ? hits_local_ : hits_shared_); }
   // A Lock call's answer (LockResponse::Outcome name, lowercase, or
   // "unavailable") and how long it took.
   void CountLock(const std::string& outcome, absl::Duration waited);
@@ -86,6 +88,8 @@ class Telemetry {
   std::array<std::atomic<uint64_t>, kNamespaces> publish_bytes_{};
   std::atomic<uint64_t> failures_recorded_{0};
   std::atomic<uint64_t> lock_ready_{0};
+  std::atomic<uint64_t> hits_local_{0};
+  std::atomic<uint64_t> hits_shared_{0};
 
   mutable absl::Mutex mu_;
   std::vector<std::pair<std::string, uint64_t>> lock_outcomes_

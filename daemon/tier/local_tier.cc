@@ -151,7 +151,9 @@ void LocalTier::EvictOverCapacity() {
 }
 
 absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
-                                         const v1::Entry& entry) {
+                                         const v1::Entry& entry,
+                                         bool* from_shared) {
+  if (from_shared != nullptr) *from_shared = false;
   const std::string name = NameFor(id, entry.sha256());
   std::optional<bool> known = Touch(name);
   if (known == true) return Localized(entry, name);
@@ -195,6 +197,7 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
     Touch(name);
   }
   if (!filling->status.ok()) return filling->status;
+  if (from_shared != nullptr) *from_shared = true;
   return Localized(entry, name);
 }
 

@@ -74,7 +74,10 @@ class LocalTier {
   // `entry` with its path replaced by the verified local copy, filled from
   // entry.path() on first use. Errors: the shared copy is unreadable or does
   // not match entry.sha256 (DataLoss), or the local disk failed.
-  absl::StatusOr<v1::Entry> Get(const EntryKey& id, const v1::Entry& entry);
+  // `from_shared`, if given, says whether this call had to wait for a copy
+  // from the shared store (a shared-tier hit rather than a local one).
+  absl::StatusOr<v1::Entry> Get(const EntryKey& id, const v1::Entry& entry,
+                                bool* from_shared = nullptr);
 
   // Moves a publish's staged file (already verified against `entry` by the
   // store through `staged_fd`, and on the same local filesystem) into the

@@ -4,7 +4,9 @@
 // computed again by the aws4 package from the headers the request says it
 // signed, and a mismatch is answered 403 SignatureDoesNotMatch, as S3 does.
 //
-// Usage: node s3_server.js DATA_DIR BUCKET
+// Usage: node s3_server.js DATA_DIR BUCKET [PORT]
+// (PORT 0 or none: a free one; a test that restarts the server passes the
+// port it had, so the daemons' --s3_endpoint finds it again.)
 // Prints "listening PORT" once it accepts requests, then one line per
 // request: "METHOD URL STATUS".
 'use strict';
@@ -14,7 +16,7 @@ const prefix = process.env.NEFFD_S3_TEST_PREFIX || '/opt/neffd-test';
 const S3rver = require(path.join(prefix, 'node_modules/s3rver'));
 const aws4 = require(path.join(prefix, 'node_modules/aws4'));
 
-const [directory, bucket] = process.argv.slice(2);
+const [directory, bucket, port] = process.argv.slice(2);
 // s3rver's one built-in account.
 const SECRETS = { S3RVER: 'S3RVER' };
 
@@ -54,7 +56,7 @@ function checkSigV4(req) {
 }
 
 const server = new S3rver({
-  address: '127.0.0.1', port: 0, directory, silent: true,
+  address: '127.0.0.1', port: Number(port || 0), directory, silent: true,
   configureBuckets: [{ name: bucket, configs: [] }],
 });
 // Koa composes its middleware at listen time: this runs before s3rver's.

@@ -59,7 +59,7 @@ void LoopbackServer::Kill() {
 }
 
 absl::StatusOr<std::unique_ptr<LoopbackServer>> StartS3Server(
-    const std::string& data_dir, const std::string& bucket) {
+    const std::string& data_dir, const std::string& bucket, int port) {
   for (const char* package : {"s3rver", "aws4"}) {
     const std::string path =
         absl::StrCat(kS3TestPrefix, "/node_modules/", package, "/package.json");
@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<LoopbackServer>> StartS3Server(
   // OpenSSL 3 offers only from its legacy provider.
   return LoopbackServer::Start({"/usr/bin/node", "--openssl-legacy-provider",
                                 Runfile("tests/harness/s3_server.js"), data_dir,
-                                bucket});
+                                bucket, absl::StrCat(port)});
 }
 
 absl::StatusOr<std::unique_ptr<LoopbackServer>> StartImdsServer(

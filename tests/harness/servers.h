@@ -56,9 +56,10 @@ class LoopbackServer {
   int port_;
 };
 
-// s3rver on `data_dir` with bucket `bucket` created.
+// s3rver on `data_dir` with bucket `bucket` created, on `port` (0: a free
+// one; pass a killed server's port to bring it back where clients expect it).
 absl::StatusOr<std::unique_ptr<LoopbackServer>> StartS3Server(
-    const std::string& data_dir, const std::string& bucket);
+    const std::string& data_dir, const std::string& bucket, int port = 0);
 
 // An IMDSv2 stand-in handing out role `role`'s credentials, valid for
 // `lifetime_seconds` from each answer.

@@ -1,0 +1,145 @@
+// RemoteTier's write-behind: the uploader thread drains the Outbox
+// (remote_tier.h explains the protocol).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/log/log.h"
+#include "daemon/remote_tier/remote_tier.h"
+#include "store/done_record.h"
+#include "store/unique_fd.h"
+
+namespace neffd {
+namespace {
+
+// How often an idle uploader looks for work it was not woken for (rows due
+// after a backoff).
+constexpr absl::Duration kIdlePoll = absl::Milliseconds(500);
+
+absl::StatusOr<UniqueFd> OpenRegular(const std::string& path, struct stat* st) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid())
+    return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  if (fstat(fd.get(), st) != 0 || !S_ISREG(st->st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is not a regular file"));
+  }
+  return fd;
+}
+
+}  // namespace
+
+void RemoteTier::UploadLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time due = outbox_->NextDueTime();
+      const absl::Time wake = std::min(due, absl::Now() + kIdlePoll);
+      // Woken early by Enqueue (or Stop); a spurious wake-up only looks.
+      if (!stopping_ && absl::Now() < wake) {
+        upload_wake_.WaitWithDeadline(&mu_, wake);
+      }
+      if (stopping_) return;
+    }
+    while (std::optional<OutboxItem> item = outbox_->NextDue()) {
+      absl::Status uploaded = Upload(*item);
+      if (uploaded.ok()) {
+        outbox_->Done(item->id);
+      } else if (S3Gate::IsSkipped(uploaded)) {
+        outbox_->Retry(item->id, gate_.breaker().open_until, false);
+      } else {
+        ++upload_failures_;
+        outbox_->Retry(item->id, absl::InfinitePast(), true);
+      }
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+  }
+}
+
+absl::Status RemoteTier::Upload(const OutboxItem& item) {
+  const EntryKey& id = item.id;
+  const Store& store = parts_.catalog->StoreFor(id);
+  struct stat done_stat, artifact_stat;
+  absl::StatusOr<UniqueFd> done_fd =
+      OpenRegular(store.EntryDir(id) + "/model.done", &done_stat);
+  absl::StatusOr<UniqueFd> artifact_fd =
+      OpenRegular(store.ArtifactPath(id), &artifact_stat);
+  if (!done_fd.ok() || !artifact_fd.ok() ||
+      static_cast<uint64_t>(done_stat.st_size) > (1 << 20)) {
+    // Evicted (or quarantined) before it went out: nothing left to send.
+    log::Warning("upload_dropped", {{"id", id.Canonical()},
+                                    {"reason",
+                                     "no complete entry on the "
+                                     "shared store any more"}});
+    return absl::OkStatus();
+  }
+  std::string done_text(done_stat.st_size, '\0');
+  if (pread(done_fd->get(), done_text.data(), done_text.size(), 0) !=
+      static_cast<ssize_t>(done_text.size())) {
+    return absl::ErrnoToStatus(errno, "read model.done");
+  }
+  absl::StatusOr<v1::DoneRecord> done = ParseDoneRecord(done_text);
+  if (!done.ok() ||
+      done->size() != static_cast<uint64_t>(artifact_stat.st_size)) {
+    log::Warning("upload_dropped",
+                 {{"id", id.Canonical()},
+                  {"reason", "the shared store's entry is damaged"}});
+    return absl::OkStatus();
+  }
+  const std::string done_name =
+      remote::RemoteObjectName(location_, id, remote::RemoteFile::kDoneRecord);
+  absl::StatusOr<remote::ObjectInfo> there = gate_.Run<remote::ObjectInfo>(
+      [&] { return client_->HeadObject(done_name); });
+  if (there.ok()) {
+    log::Debug("upload_skipped",
+               {{"id", id.Canonical()}, {"reason", "already in S3"}});
+    return absl::OkStatus();
+  }
+  if (!S3Gate::IsNotFound(there.status())) return there.status();
+  // The artifact first, model.done last: a reader that finds model.done
+  // finds a whole artifact beside it.
+  const std::string artifact_name =
+      remote::RemoteObjectName(location_, id, remote::RemoteFile::kArtifact);
+  if (absl::Status s = gate_.Run([&] {
+        return client_->UploadFile(artifact_name, artifact_fd->get());
+      });
+      !s.ok()) {
+    return s;
+  }
+  struct stat flags_stat;
+  absl::StatusOr<UniqueFd> flags_fd =
+      OpenRegular(store.EntryDir(id) + "/" + kKeyInputsFileName, &flags_stat);
+  if (flags_fd.ok()) {
+    const std::string flags_name = remote::RemoteObjectName(
+        location_, id, remote::RemoteFile::kCompileFlags);
+    if (absl::Status s = gate_.Run([&] {
+          return client_->PutObject(flags_name, flags_fd->get(), 0,
+                                    flags_stat.st_size);
+        });
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = gate_.Run([&] {
+        return client_->PutObject(done_name, done_fd->get(), 0,
+                                  done_text.size());
+      });
+      !s.ok()) {
+    return s;
+  }
+  ++uploads_;
+  log::Info(
+      "remote_uploaded",
+      {{"id", id.Canonical()},
+       {"bytes", static_cast<uint64_t>(artifact_stat.st_size)},
+       {"queued_ms", absl::ToInt64Milliseconds(
+                         absl::Now() - absl::FromUnixMillis(
+                                           item.record.enqueued_unix_ms()))}});
+  return absl::OkStatus();
+}
+
+}  // namespace neffd
