@@ -291,9 +291,9 @@ v1::LookupResponse Lookup(const DaemonProcess& daemon, const std::string& key) {
 
 CommandResult Neffctl(const DaemonProcess& daemon,
                       std::vector<std::string> args) {
-  args.insert(args.begin(),
-              {Runfile("client/neffctl"), "--address=" + daemon.address()});
-  return RunCommand(args);
+  std::vector<std::string> argv = daemon.NeffctlArgv();
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
 }
 
 TEST_F(RemoteTierTest, WarmPullsAManifestAndEveryViewShowsTheTiers) {
