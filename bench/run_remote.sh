@@ -5,7 +5,8 @@
 #      by neffd's S3 client (bench/s3_transfer: libcurl, streamed, multipart
 #      above 32 MiB) and by curl --aws-sigv4 moving the same bytes to and
 #      from the same server, REPS times each, alternating; medians and the
-#      ratio neffd/curl (target >= 0.8).
+#      ratio neffd/curl (target >= 0.8). neffd's put runs twice: as the
+#      daemon uploads a NEFF this big (multipart) and as one PUT, like curl.
 #   2. Cold-cluster storm (bench/storm, RANKS x GRAPHS, BYTES per NEFF) on a
 #      new shared store with the S3 tier cold (an empty prefix: every graph
 #      compiles and is uploaded) and then warm (another new shared store,
@@ -61,6 +62,10 @@ for rep in $(seq "$REPS"); do
   echo "throughput $rep/$REPS: $(uptime)" >&2
   line=$("${S3T[@]}" put "neffd-$rep" "$WORK/object")
   echo "neffd put $(sed 's/.*= \([0-9.]*\) MiB.*/\1/' <<<"$line") $line" >>"$RAW"
+  # The same client with one PUT (multipart threshold above the object), as
+  # curl sends it: s3rver assembles multipart uploads by copying the parts.
+  line=$("${S3T[@]}" --part_size_mib="$SIZE_MIB" put "neffd1-$rep" "$WORK/object")
+  echo "neffd put1 $(sed 's/.*= \([0-9.]*\) MiB.*/\1/' <<<"$line") $line" >>"$RAW"
   t=$( { /usr/bin/time -f %e "${CURL[@]}" -T "$WORK/object" \
     "$ENDPOINT/$BUCKET/curl-$rep" >/dev/null; } 2>&1 | tail -1)
   echo "curl put $(mibs "$t") ${t}s" >>"$RAW"
@@ -101,10 +106,15 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else
   echo
   echo "| transfer | neffd MiB/s | curl MiB/s | neffd / curl (target ≥ 0.8) |"
   echo "|---|---|---|---|"
-  for op in put get; do
+  for op in put put1 get; do
     n=$(col neffd "$op" 3)
-    c=$(col curl "$op" 3)
-    echo "| $op ${SIZE_MIB} MiB | $n | $c | $(ratio "$n" "$c") |"
+    c=$(col curl "${op%1}" 3)
+    case $op in
+      put) what="put ${SIZE_MIB} MiB, multipart (16 MiB parts)" ;;
+      put1) what="put ${SIZE_MIB} MiB, one PUT" ;;
+      get) what="get ${SIZE_MIB} MiB" ;;
+    esac
+    echo "| $what | $n | $c | $(ratio "$n" "$c") |"
   done
   echo
   echo "| cold cluster, storm $RANKS x $GRAPHS | wall s | compiles |"

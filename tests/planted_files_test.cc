@@ -294,11 +294,8 @@ TEST_F(PlantedFilesTest, DaemonAnswersEveryLookupAndHealsEveryKey) {
   ASSERT_FALSE(stats_times.empty());
   std::sort(stats_times.begin(), stats_times.end());
   const absl::Duration stats_p90 = stats_times[stats_times.size() * 9 / 10];
-  // On a quiet host every GetStats answers within the bound; on the shared
-  // 2-core CI host a scheduling hiccup can reach a few of them, so the bound
-  // holds for nine in ten and no call may approach a hang.
-  EXPECT_LE(stats_p90, kStatsBound);
-  EXPECT_LE(stats_times.back(), absl::Seconds(1));
+  // Every GetStats, throughout (the test runs alone: tagged exclusive).
+  EXPECT_LE(stats_times.back(), kStatsBound);
   std::printf(
       "%lld lookups, slowest %.1f ms; %zu GetStats, median %.1f ms, p90 %.1f "
       "ms, slowest %.1f ms\n",
