@@ -92,6 +92,7 @@ int Main(int argc, char** argv) {
   MixedEchoService mixed;
   SyncEchoService sync;
   CallbackEchoService callback;
+  CallTracker calls;  // outlives the server
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::GetFlag(FLAGS_address),
                            grpc::InsecureServerCredentials());
@@ -103,8 +104,9 @@ int Main(int argc, char** argv) {
   } else {
     builder.RegisterService(&mixed);
   }
-  // neffd's default limit (--max_inline_bytes plus framing).
-  ConfigureServer(builder, (16 << 20) + (1 << 20));
+  // neffd's default limit (--max_inline_bytes plus framing), and its call
+  // counting (an interceptor on every call).
+  ConfigureServer(builder, (16 << 20) + (1 << 20), &calls);
   if (absl::GetFlag(FLAGS_max_pollers) > 0) {
     builder.SetSyncServerOption(
         grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,

@@ -4,11 +4,16 @@
 // that is alive but silent) with KeepAlive calls or, with --hold_stream, on
 // a Hold stream (the lease then ends when this process dies, whatever
 // namespace it runs in). With --publish it publishes a small entry instead of
-// holding on, and prints PUBLISHED.
+// holding on, and prints PUBLISHED. With --idle_connections=N it is N ranks
+// between compiles instead: N connections, one Lookup of the entry on each,
+// "IDLE N", then nothing until killed (no call in progress, so gRPC reads
+// those sockets only on its backup poll).
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -27,6 +32,38 @@ ABSL_FLAG(int, wait_seconds, 0, "lock wait (0: daemon default)");
 ABSL_FLAG(int, heartbeat_ms, 0, "KeepAlive interval; 0 = none");
 ABSL_FLAG(bool, hold_stream, false, "keep the lease on a Hold stream");
 ABSL_FLAG(bool, publish, false, "publish at once when granted, then exit");
+ABSL_FLAG(int, idle_connections, 0,
+          "instead of locking: this many connections, one Lookup each, then "
+          "idle");
+
+namespace {
+
+int IdleConnections(const neffd::v1::EntryId& id, int connections) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int c = 0; c < connections; ++c) {
+    grpc::ChannelArguments args;  // a distinct argument: a connection each
+    args.SetInt("neffd.idle_connection", c);
+    channels.push_back(
+        grpc::CreateCustomChannel(absl::GetFlag(FLAGS_address),
+                                  grpc::InsecureChannelCredentials(), args));
+    neffd::v1::LookupRequest lookup;
+    *lookup.mutable_id() = id;
+    neffd::v1::LookupResponse answer;
+    grpc::ClientContext context;
+    grpc::Status status = neffd::v1::CompileCache::NewStub(channels.back())
+                              ->Lookup(&context, lookup, &answer);
+    if (!status.ok()) {
+      std::printf("ERROR %d %s\n", status.error_code(),
+                  status.error_message().c_str());
+      return 1;
+    }
+  }
+  std::printf("IDLE %d\n", connections);
+  std::fflush(stdout);
+  for (;;) pause();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -37,6 +74,9 @@ int main(int argc, char** argv) {
   request.mutable_id()->set_compiler_version(
       absl::GetFlag(FLAGS_compiler_version));
   request.mutable_id()->set_key(absl::GetFlag(FLAGS_key));
+  if (absl::GetFlag(FLAGS_idle_connections) > 0) {
+    return IdleConnections(request.id(), absl::GetFlag(FLAGS_idle_connections));
+  }
   std::string host = absl::GetFlag(FLAGS_host);
   if (host.empty()) {
     char name[256] = {};

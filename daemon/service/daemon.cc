@@ -190,6 +190,7 @@ struct Daemon::Parts {
   std::unique_ptr<CacheAdminService> admin;
   // CacheAdmin as the ranks' socket serves it: the mutating calls refused.
   std::unique_ptr<CacheAdminService> ranks_admin;
+  CallTracker calls;  // both servers' calls in progress (outlives them)
   std::unique_ptr<grpc::Server> server;        // the ranks' socket
   std::unique_ptr<grpc::Server> admin_server;  // the admin socket
   // The listeners (destroyed before the servers) accept for them.
@@ -437,7 +438,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> Daemon::Parts::Serve(
     builder.AddListeningPort(address, credentials, &port);
   for (grpc::Service *service : services) builder.RegisterService(service);
   builder.RegisterService(&health);
-  ConfigureServer(builder, options.max_inline_bytes + (1 << 20));
+  ConfigureServer(builder, options.max_inline_bytes + (1 << 20), &calls);
   grpc::ResourceQuota quota("neffd");
   quota.SetMaxThreads(options.max_rpc_threads);
   builder.SetResourceQuota(quota);
@@ -586,10 +587,9 @@ void Daemon::Shutdown() {
   // No new connections; the sockets are removed.
   p->ranks_listener.reset();
   p->admin_listener.reset();
-  const auto deadline = std::chrono::system_clock::now() +
-                        absl::ToChronoSeconds(p->options.shutdown_grace);
-  p->server->Shutdown(deadline);
-  p->admin_server->Shutdown(deadline);
+  // The grace is for calls in progress (a publish), not idle connections.
+  StopServers({p->server.get(), p->admin_server.get()}, p->calls,
+              p->options.shutdown_grace);
   p->scheduler.Stop();
   if (p->remote != nullptr) p->remote->Stop();
   p->gc->Stop();

@@ -11,12 +11,16 @@
 
 #include <cstdint>
 
+#include "daemon/service/server_stop.h"
 #include "grpcpp/server_builder.h"
 
 namespace neffd {
 
 // `max_receive_bytes` bounds one request (an inline Publish plus framing).
-void ConfigureServer(grpc::ServerBuilder& builder, uint64_t max_receive_bytes);
+// `calls` (not null; it must outlive the server) counts the server's calls
+// in progress, so that StopServers knows when they are done.
+void ConfigureServer(grpc::ServerBuilder& builder, uint64_t max_receive_bytes,
+                     CallTracker* calls);
 
 }  // namespace neffd
 

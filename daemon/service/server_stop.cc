@@ -1,0 +1,108 @@
+#include "daemon/service/server_stop.h"
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/log/log.h"
+#include "grpc/grpc.h"
+
+namespace neffd {
+namespace {
+
+// How often the stop checks whether the counted calls have ended: the
+// delay it adds to a shutdown, at most.
+constexpr absl::Duration kPoll = absl::Milliseconds(5);
+
+}  // namespace
+
+class CallTracker::Interceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit Interceptor(std::atomic<int64_t>* state) : state_(state) {
+    if (state_->fetch_add(1, std::memory_order_acq_rel) & kStopped) {
+      state_->fetch_sub(1, std::memory_order_acq_rel);
+      state_ = nullptr;
+    }
+  }
+  // gRPC destroys a call's interceptors once the call has ended.
+  ~Interceptor() override {
+    if (state_ != nullptr) state_->fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    methods->Proceed();
+  }
+
+ private:
+  std::atomic<int64_t>* state_;  // null: not counted
+};
+
+class CallTracker::Factory
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit Factory(std::atomic<int64_t>* state) : state_(state) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo*) override {
+    return new Interceptor(state_);
+  }
+
+ private:
+  std::atomic<int64_t>* const state_;
+};
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+CallTracker::NewInterceptorFactory() {
+  return std::make_unique<Factory>(&state_);
+}
+
+void CallTracker::StopCounting() {
+  state_.fetch_or(kStopped, std::memory_order_acq_rel);
+}
+
+int64_t CallTracker::in_flight() const {
+  return state_.load(std::memory_order_acquire) & ~kStopped;
+}
+
+void StopServers(std::initializer_list<grpc::Server*> servers,
+                 CallTracker& calls, absl::Duration grace) {
+  calls.StopCounting();
+  const auto deadline =
+      std::chrono::system_clock::now() + absl::ToChronoNanoseconds(grace);
+  std::atomic<size_t> running{servers.size()};
+  std::vector<std::thread> stopping;
+  for (grpc::Server* server : servers) {
+    stopping.emplace_back([server, deadline, &running] {
+      server->Shutdown(deadline);
+      running.fetch_sub(1, std::memory_order_acq_rel);
+    });
+  }
+  // The grace on the monotonic clock, waited in relative sleeps: a wall
+  // clock that disagrees with the kernel's (libfaketime) must not stretch
+  // it (docs/ARCHITECTURE.md, "Ticks use relative sleeps").
+  const auto end =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(grace);
+  auto within_grace = [end] { return std::chrono::steady_clock::now() < end; };
+  while (calls.in_flight() > 0 && within_grace()) absl::SleepFor(kPoll);
+  const int64_t cut_short = calls.in_flight();
+  if (cut_short > 0) {
+    log::Warning("shutdown_grace_expired",
+                 {{"calls", absl::StrCat(cut_short)}});
+  }
+  // Only connections without a call are left: close them, as gRPC does at
+  // the deadline. Again until the servers have stopped, since a server's
+  // Shutdown may not have begun at the first round (a TCP connection
+  // accepted meanwhile would wait for its ping again).
+  while (cut_short == 0 && running.load(std::memory_order_acquire) > 0 &&
+         within_grace()) {
+    for (grpc::Server* server : servers) {
+      grpc_server_cancel_all_calls(server->c_server());
+    }
+    absl::SleepFor(kPoll);
+  }
+  for (std::thread& thread : stopping) thread.join();
+}
+
+}  // namespace neffd
