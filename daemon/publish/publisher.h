@@ -28,6 +28,12 @@
 // A staged file that could be opened is the daemon's from then on: adopted
 // by the tier or removed, whatever the outcome.
 //
+// A PublishIntent passed to Publish hears of the entry after the lease is
+// pinned and the staged file passed its checks, before the store writes
+// anything, and again when the publish ended: what must follow every new
+// entry (the S3 tier's upload outbox) is recorded before the entry can
+// exist, so no crash leaves the entry without the record.
+//
 // RecordFailure(id, lease_id, compiler_log): pins the lease while the failure
 // is written (so only its holder can record one), then hands the lease back:
 // every waiter gets kFailed.
@@ -97,14 +103,30 @@ struct RecordedFailure {
   absl::Status released;
 };
 
+// Told of one publish around the store's commit (see the top comment).
+class PublishIntent {
+ public:
+  virtual ~PublishIntent() = default;
+  // The store is about to be written with `size` bytes hashing to `sha256`.
+  // Called at most once, on the publishing thread; the store waits for it.
+  virtual void Begin(const EntryKey& id, uint64_t size,
+                     const std::string& sha256) = 0;
+  // The publish ended; `stored`: it put a new entry on the store (false:
+  // refused, failed, or the store had the entry already). Called once per
+  // Publish, after Begin or without it (refused before the store).
+  virtual void End(bool stored) = 0;
+};
+
 class Publisher {
  public:
   // `tier` may be null (no local copies).
   Publisher(PublisherOptions options, Catalog* catalog, LockTable* locks,
             LocalTier* tier);
 
+  // `intent` may be null.
   absl::StatusOr<Published> Publish(const EntryKey& id,
-                                    const Artifact& artifact);
+                                    const Artifact& artifact,
+                                    PublishIntent* intent = nullptr);
 
   absl::StatusOr<RecordedFailure> RecordFailure(const EntryKey& id,
                                                 const std::string& lease_id,
@@ -115,7 +137,8 @@ class Publisher {
   // the store has verified it.
   absl::StatusOr<PublishResult> PublishStaged(const EntryKey& id,
                                               const Artifact& artifact,
-                                              absl::Time started);
+                                              absl::Time started,
+                                              PublishIntent* intent);
 
   const PublisherOptions options_;
   Catalog* const catalog_;

@@ -11,6 +11,9 @@
 // dies just before that call is made or just after it returned. The points,
 // in publish order:
 //
+//   store_started  before the artifact's temp file is created: nothing of
+//                  the entry is written (the daemon's S3 upload intent,
+//                  daemon/remote_tier/outbox.h, is durable by then)
 //   temp_written   before the artifact's temp file is fsynced
 //   data_synced    after it was fsynced
 //   renamed        after it was renamed to model.neff
@@ -19,7 +22,8 @@
 //   done_synced    after it was fsynced
 //   done_renamed   after it was renamed to model.done
 //   published      after the entry directory was fsynced again: durable, but
-//                  the client has not been answered
+//                  the client has not been answered (nor the index written:
+//                  where the daemon used to queue the S3 upload)
 //
 // Only the store's artifact (model.neff) is covered: the tests publish neff
 // entries. Nothing in a production binary uses this file.
