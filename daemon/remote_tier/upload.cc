@@ -68,8 +68,8 @@ void RemoteTier::Absent(const OutboxItem& item) {
   if (!outbox_->Absent(item)) {
     // Queued by an earlier run whose publish may not have committed; the
     // entry may still appear (outbox.h).
-    log::Debug("upload_deferred", {{"id", item.id.Canonical()},
-                                   {"reason", "no complete entry yet"}});
+    log::Info("upload_deferred", {{"id", item.id.Canonical()},
+                                  {"reason", "no complete entry yet"}});
     return;
   }
   log::Warning(
