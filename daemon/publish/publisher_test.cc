@@ -242,5 +242,69 @@ TEST_F(PublisherTest, AFailureGoesToEveryWaiterAndEndsTheLease) {
   EXPECT_EQ(waiter.event->outcome, LockOutcome::kFailed);
 }
 
+// What a PublishIntent saw: whether the store had the entry's artifact when
+// Begin came (it must not: Begin is the record made before the entry can
+// exist), and how the publish ended.
+class RecordingIntent : public PublishIntent {
+ public:
+  explicit RecordingIntent(const Store* store) : store_(store) {}
+  void Begin(const EntryKey& id, uint64_t size,
+             const std::string& sha256) override {
+    struct stat st;
+    began = true;
+    artifact_at_begin =
+        stat(store_->ArtifactPath(id).c_str(), &st) == 0 ||
+        stat((store_->EntryDir(id) + "/model.done").c_str(), &st) == 0;
+    size_at_begin = size;
+  }
+  void End(bool stored) override { ended.push_back(stored); }
+
+  const Store* const store_;
+  bool began = false;
+  bool artifact_at_begin = false;
+  uint64_t size_at_begin = 0;
+  std::vector<bool> ended;
+};
+
+TEST_F(PublisherTest, IntentHearsOfTheEntryBeforeTheStoreAndHowItEnded) {
+  const std::string bytes = "neff bytes";
+  const std::string lease = Lease(neff_id_);
+  // Refused before the store: a staged file of another size.
+  RecordingIntent bad_file(neff_.get());
+  Artifact wrong_size = Staged(lease, Stage("short", "neff"), bytes);
+  EXPECT_FALSE(publisher_->Publish(neff_id_, wrong_size, &bad_file).ok());
+  EXPECT_FALSE(bad_file.began);
+  EXPECT_EQ(bad_file.ended, std::vector<bool>{false});
+  // Refused by the store: the bytes do not hash to the claimed sha256.
+  RecordingIntent bad_hash(neff_.get());
+  Artifact wrong_hash = Staged(lease, Stage("a", bytes), bytes);
+  wrong_hash.sha256 = Sha256Hex("other bytes");
+  EXPECT_FALSE(publisher_->Publish(neff_id_, wrong_hash, &bad_hash).ok());
+  EXPECT_TRUE(bad_hash.began);
+  EXPECT_EQ(bad_hash.ended, std::vector<bool>{false});
+  // Stored: Begin came before anything of the entry was on the store.
+  RecordingIntent stored(neff_.get());
+  ASSERT_TRUE(
+      publisher_
+          ->Publish(neff_id_, Staged(lease, Stage("b", bytes), bytes), &stored)
+          .ok());
+  EXPECT_TRUE(stored.began);
+  EXPECT_FALSE(stored.artifact_at_begin);
+  EXPECT_EQ(stored.size_at_begin, bytes.size());
+  EXPECT_EQ(stored.ended, std::vector<bool>{true});
+  // Already cached (inline, under a new lease): not a new entry.
+  RecordingIntent cached(neff_.get());
+  Artifact again;
+  again.lease_id = Lease(neff_id_);
+  again.inline_bytes = bytes;
+  again.size = bytes.size();
+  again.sha256 = Sha256Hex(bytes);
+  absl::StatusOr<Published> published =
+      publisher_->Publish(neff_id_, again, &cached);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_TRUE(published->already_cached);
+  EXPECT_EQ(cached.ended, std::vector<bool>{false});
+}
+
 }  // namespace
 }  // namespace neffd
