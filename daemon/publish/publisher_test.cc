@@ -92,6 +92,15 @@ class PublisherTest : public ::testing::Test {
     return artifact;
   }
 
+  static Artifact Inline(const std::string& lease, const std::string& bytes) {
+    Artifact artifact;
+    artifact.lease_id = lease;
+    artifact.inline_bytes = bytes;
+    artifact.size = bytes.size();
+    artifact.sha256 = Sha256Hex(bytes);
+    return artifact;
+  }
+
   bool Cached(const EntryKey& id) {
     absl::StatusOr<std::optional<v1::Entry>> found = catalog_->Find(id);
     return found.ok() && found->has_value();
@@ -208,13 +217,8 @@ TEST_F(PublisherTest, StagedFilesThatAreNotTheCallersOwnAreRefused) {
 TEST_F(PublisherTest, InlineBytesPublishOnceThenAreAlreadyCached) {
   const std::string bytes = "hlo module";
   for (bool already_cached : {false, true}) {
-    Artifact artifact;
-    artifact.lease_id = Lease(hlo_id_);
-    artifact.inline_bytes = bytes;
-    artifact.size = bytes.size();
-    artifact.sha256 = Sha256Hex(bytes);
     absl::StatusOr<Published> published =
-        publisher_->Publish(hlo_id_, artifact);
+        publisher_->Publish(hlo_id_, Inline(Lease(hlo_id_), bytes));
     ASSERT_TRUE(published.ok()) << published.status();
     EXPECT_EQ(published->already_cached, already_cached);
     // hlo entries are not copied to the tier.
@@ -294,13 +298,8 @@ TEST_F(PublisherTest, IntentHearsOfTheEntryBeforeTheStoreAndHowItEnded) {
   EXPECT_EQ(stored.ended, std::vector<bool>{true});
   // Already cached (inline, under a new lease): not a new entry.
   RecordingIntent cached(neff_.get());
-  Artifact again;
-  again.lease_id = Lease(neff_id_);
-  again.inline_bytes = bytes;
-  again.size = bytes.size();
-  again.sha256 = Sha256Hex(bytes);
   absl::StatusOr<Published> published =
-      publisher_->Publish(neff_id_, again, &cached);
+      publisher_->Publish(neff_id_, Inline(Lease(neff_id_), bytes), &cached);
   ASSERT_TRUE(published.ok()) << published.status();
   EXPECT_TRUE(published->already_cached);
   EXPECT_EQ(cached.ended, std::vector<bool>{false});

@@ -27,14 +27,6 @@
 namespace neffd::test_support {
 namespace {
 
-std::string NeffBytes(const std::string& key, int salt = 0) {
-  std::string bytes(256 * 1024 + 3, '\0');
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    bytes[i] = static_cast<char>((i * 131 + key[0] * 7 + salt) & 0xff);
-  }
-  return bytes;
-}
-
 // Where in the server's log the first answered `method` of an object whose
 // path ends in `suffix` is; -1 if none.
 int RequestAt(const LoopbackServer& server, const std::string& method,
@@ -71,25 +63,6 @@ class OutboxCrashTest : public ::testing::TestWithParam<std::string> {
     flags.push_back("--lease_ttl=3");
     flags.push_back("--v=info");  // upload_deferred, remote_tier_started
     return flags;
-  }
-
-  // Waits until `daemon` has uploaded `count` entries and queues nothing.
-  ::testing::AssertionResult UploadedAll(const DaemonProcess& daemon,
-                                         uint64_t count) {
-    v1::Stats stats;
-    if (WaitUntil(
-            [&] {
-              stats = StatsOf(daemon);
-              return stats.remote_uploads() == count &&
-                     stats.upload_queue() == 0;
-            },
-            absl::Seconds(60))) {
-      return ::testing::AssertionSuccess();
-    }
-    return ::testing::AssertionFailure()
-           << "uploads " << stats.remote_uploads() << ", queued "
-           << stats.upload_queue() << "; S3 log:\n"
-           << absl::StrJoin(s3_->RequestLog(), "\n");
   }
 
   // The entry's objects in S3: the artifact is `bytes`, model.done was
@@ -133,7 +106,8 @@ TEST_P(OutboxCrashTest, EveryEntryPublishedBeforeTheCrashIsUploaded) {
   restarted.set_binary("daemon/neffd");
   ASSERT_TRUE(restarted.Start()) << restarted.process().Stderr();
   if (committed) {
-    ASSERT_TRUE(UploadedAll(restarted, 1)) << restarted.process().Stderr();
+    ASSERT_EQ(UploadedAll(restarted, *s3_, 1), absl::OkStatus())
+        << restarted.process().Stderr();
     ExpectInS3("k", bytes);
     return;
   }
@@ -150,10 +124,11 @@ TEST_P(OutboxCrashTest, EveryEntryPublishedBeforeTheCrashIsUploaded) {
   EXPECT_EQ(CountWrites(*s3_), 0) << absl::StrJoin(s3_->RequestLog(), "\n");
   EXPECT_EQ(StatsOf(restarted).upload_queue(), 1u);
   // The rank publishes again (its client retries): that entry goes up.
-  const std::string again = NeffBytes("k", 1);
+  const std::string again = NeffBytes("k", 200 * 1024 + 1);
   ASSERT_TRUE(PublishInline(*restarted.NewStub(), NeffId("k"), again).ok())
       << restarted.process().Stderr();
-  ASSERT_TRUE(UploadedAll(restarted, 1)) << restarted.process().Stderr();
+  ASSERT_EQ(UploadedAll(restarted, *s3_, 1), absl::OkStatus())
+      << restarted.process().Stderr();
   ExpectInS3("k", again);
 }
 
@@ -208,7 +183,8 @@ TEST_F(RefusedPublishTest, LeavesNoRowAndUploadsNothing) {
   // An entry published after them is uploaded; nothing of the refused one.
   ASSERT_TRUE(
       PublishInline(*daemon.NewStub(), NeffId("good"), NeffBytes("good")).ok());
-  ASSERT_TRUE(UploadedAll(daemon, 1)) << daemon.process().Stderr();
+  ASSERT_EQ(UploadedAll(daemon, *s3_, 1), absl::OkStatus())
+      << daemon.process().Stderr();
   ExpectInS3("good", NeffBytes("good"));
   EXPECT_EQ(RequestsNaming(*s3_, "MODULE_refused/model.neff"), 0)
       << absl::StrJoin(s3_->RequestLog(), "\n");
