@@ -66,15 +66,15 @@ absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
     if (intent != nullptr) intent->End(false);
     return s;
   }
-  absl::StatusOr<PublishResult> result;
-  if (artifact.inline_bytes.has_value()) {
+  auto begin = [&] {
     if (intent != nullptr) intent->Begin(id, artifact.size, artifact.sha256);
-    result = catalog_->StoreFor(id).PublishBytes(
-        id, *artifact.inline_bytes, artifact.sha256,
-        Producer{options_.host_id, 0}, artifact.metadata);
-  } else {
-    result = PublishStaged(id, artifact, started, intent);
-  }
+  };
+  absl::StatusOr<PublishResult> result =
+      artifact.inline_bytes.has_value()
+          ? catalog_->StoreFor(id).PublishBytes(
+                id, *artifact.inline_bytes, artifact.sha256,
+                Producer{options_.host_id, 0}, artifact.metadata, begin)
+          : PublishStaged(id, artifact, started, begin);
   if (intent != nullptr) intent->End(result.ok() && !result->already_cached);
   if (!result.ok()) {
     locks_->FinishPublish(artifact.lease_id, nullptr);
@@ -105,7 +105,7 @@ absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
 absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
                                                        const Artifact& artifact,
                                                        absl::Time started,
-                                                       PublishIntent* intent) {
+                                                       const Callback& begin) {
   absl::StatusOr<UniqueFd> staged =
       OpenStagedFile(artifact.staged_path, artifact.size);
   if (!staged.ok()) return staged.status();
@@ -117,7 +117,7 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
   }
   bool adopted = false;
   std::thread answering;
-  auto verified = [&] {
+  auto answer_waiters = [&] {
     if (!TierServes(tier_, id)) return;
     v1::Entry local;
     *local.mutable_id() = id.ToProto();
@@ -150,7 +150,11 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
                  {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
     });
   };
-  if (intent != nullptr) intent->Begin(id, artifact.size, artifact.sha256);
+  // The waiters first: they need not wait for the intent's synced write.
+  auto verified = [&] {
+    answer_waiters();
+    begin();
+  };
   absl::StatusOr<PublishResult> result = catalog_->StoreFor(id).PublishFromFd(
       id, staged->get(), artifact.size, artifact.sha256,
       Producer{options_.host_id, 0}, artifact.metadata, verified);

@@ -28,11 +28,12 @@
 // A staged file that could be opened is the daemon's from then on: adopted
 // by the tier or removed, whatever the outcome.
 //
-// A PublishIntent passed to Publish hears of the entry after the lease is
-// pinned and the staged file passed its checks, before the store writes
-// anything, and again when the publish ended: what must follow every new
-// entry (the S3 tier's upload outbox) is recorded before the entry can
-// exist, so no crash leaves the entry without the record.
+// A PublishIntent passed to Publish hears of the entry once the store has
+// verified the bytes and before it commits them (after this host's waiters
+// were handed the tier copy), and again when the publish ended: what must
+// follow every new entry (the S3 tier's upload outbox) is recorded before
+// the entry can exist, so no crash leaves the entry without the record,
+// and a publish refused or already cached records nothing.
 //
 // RecordFailure(id, lease_id, compiler_log): pins the lease while the failure
 // is written (so only its holder can record one), then hands the lease back:
@@ -107,13 +108,15 @@ struct RecordedFailure {
 class PublishIntent {
  public:
   virtual ~PublishIntent() = default;
-  // The store is about to be written with `size` bytes hashing to `sha256`.
-  // Called at most once, on the publishing thread; the store waits for it.
+  // The store verified `size` bytes hashing to `sha256` that will become
+  // the entry, none of it under its final names yet (Store::PublishFromFd's
+  // `verified`). Called at most once, on the publishing thread; the commit
+  // waits for it.
   virtual void Begin(const EntryKey& id, uint64_t size,
                      const std::string& sha256) = 0;
   // The publish ended; `stored`: it put a new entry on the store (false:
   // refused, failed, or the store had the entry already). Called once per
-  // Publish, after Begin or without it (refused before the store).
+  // Publish, after Begin or without it.
   virtual void End(bool stored) = 0;
 };
 
@@ -133,12 +136,13 @@ class Publisher {
                                                 absl::string_view compiler_log);
 
  private:
+  using Callback = std::function<void()>;
   // Stores a staged file, answering the waiters from the tier's copy once
-  // the store has verified it.
+  // the store has verified it, then calling `begin`.
   absl::StatusOr<PublishResult> PublishStaged(const EntryKey& id,
                                               const Artifact& artifact,
                                               absl::Time started,
-                                              PublishIntent* intent);
+                                              const Callback& begin);
 
   const PublisherOptions options_;
   Catalog* const catalog_;

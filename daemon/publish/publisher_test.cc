@@ -246,9 +246,9 @@ TEST_F(PublisherTest, AFailureGoesToEveryWaiterAndEndsTheLease) {
   EXPECT_EQ(waiter.event->outcome, LockOutcome::kFailed);
 }
 
-// What a PublishIntent saw: whether the store had the entry's artifact when
-// Begin came (it must not: Begin is the record made before the entry can
-// exist), and how the publish ended.
+// What a PublishIntent saw: whether the store had the entry's artifact or
+// model.done when Begin came (it must not: Begin is the record made before
+// the entry can exist), and how the publish ended.
 class RecordingIntent : public PublishIntent {
  public:
   explicit RecordingIntent(const Store* store) : store_(store) {}
@@ -284,7 +284,7 @@ TEST_F(PublisherTest, IntentHearsOfTheEntryBeforeTheStoreAndHowItEnded) {
   Artifact wrong_hash = Staged(lease, Stage("a", bytes), bytes);
   wrong_hash.sha256 = Sha256Hex("other bytes");
   EXPECT_FALSE(publisher_->Publish(neff_id_, wrong_hash, &bad_hash).ok());
-  EXPECT_TRUE(bad_hash.began);
+  EXPECT_FALSE(bad_hash.began);
   EXPECT_EQ(bad_hash.ended, std::vector<bool>{false});
   // Stored: Begin came before anything of the entry was on the store.
   RecordingIntent stored(neff_.get());
@@ -302,7 +302,17 @@ TEST_F(PublisherTest, IntentHearsOfTheEntryBeforeTheStoreAndHowItEnded) {
       publisher_->Publish(neff_id_, Inline(Lease(neff_id_), bytes), &cached);
   ASSERT_TRUE(published.ok()) << published.status();
   EXPECT_TRUE(published->already_cached);
+  EXPECT_FALSE(cached.began);
   EXPECT_EQ(cached.ended, std::vector<bool>{false});
+  // Inline bytes that verify: Begin before the commit, like a staged file.
+  const EntryKey other = *EntryKey::Parse("neff", "2.19", "graph2");
+  RecordingIntent inline_stored(neff_.get());
+  ASSERT_TRUE(
+      publisher_->Publish(other, Inline(Lease(other), bytes), &inline_stored)
+          .ok());
+  EXPECT_TRUE(inline_stored.began);
+  EXPECT_FALSE(inline_stored.artifact_at_begin);
+  EXPECT_EQ(inline_stored.ended, std::vector<bool>{true});
 }
 
 }  // namespace

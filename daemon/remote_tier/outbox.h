@@ -6,13 +6,14 @@
 // by EntryKey::Canonical() (an entry queued twice is one row) and hold the
 // size and sha256 being published.
 //
-// A row is an intent: BeginPublish writes it (synced) before the store is
-// written, so every entry this host publishes has its row on disk before
-// the entry can exist, whatever instant the process dies (a SIGKILL, a
-// power loss). EndPublish says how the publish ended: a stored entry's row
-// falls due; a refused or already cached one's row goes (unsynced) unless
-// it was queued before. While its publish runs a row is never due, so the
-// uploader cannot judge an entry that is still being written.
+// A row is an intent: BeginPublish writes it (synced) once the store has
+// verified the bytes and before it commits them, so every entry this host
+// publishes has its row on disk before the entry can exist, whatever
+// instant the process dies (a SIGKILL, a power loss). EndPublish says how
+// the publish ended: a stored entry's row falls due; the row of a publish
+// that failed after all goes (unsynced) unless it was queued before. While
+// its publish runs a row is never due, so the uploader cannot judge an
+// entry that is still being written.
 //
 // The uploader reports back with Done (sent, or not worth sending), Retry
 // (an S3 failure: 1 s, doubling per failure up to 5 min) and Absent (the
@@ -77,10 +78,10 @@ class Outbox {
   // Loads the rows earlier runs left (rows that do not parse are dropped).
   explicit Outbox(Index* index, OutboxOptions options = {});
 
-  // A publish of `id` is about to write the store: the row is written
-  // (synced) unless `id` is queued already, and is not due until
-  // EndPublish. An error (the row could not be written) means the entry
-  // will not be uploaded; EndPublish must not follow.
+  // A publish of `id` is about to commit: the row is written (synced)
+  // unless `id` is queued already, and is not due until EndPublish. An error
+  // (the row could not be written) means the entry will not be uploaded;
+  // EndPublish must not follow.
   absl::StatusOr<OutboxTicket> BeginPublish(const EntryKey& id, uint64_t size,
                                             const std::string& sha256);
   // `stored`: the publish put the entry on the store, due now. Otherwise

@@ -81,7 +81,7 @@ TEST_F(OutboxTest, FailuresBackOffDoublingUpToFiveMinutes) {
   EXPECT_EQ(outbox.NextDueTime() - now_, absl::Seconds(42));
 }
 
-// The row is the publish's intent: on disk before the store is written, so
+// The row is the publish's intent: on disk before the store commits, so
 // a crash mid-publish leaves it; never due while the publish runs.
 TEST_F(OutboxTest, RowIsDurableBeforeThePublishEndsAndNotDueMeanwhile) {
   auto outbox = std::make_unique<Outbox>(index_.get(), Options());

@@ -20,8 +20,9 @@
 //
 //   Write-behind, durable. A rank's publish carries an upload intent
 //   (NewUploadIntent) that queues the entry in the Outbox
-//   (daemon/remote_tier/outbox.h, synced into the index's RocksDB) before
-//   the store writes anything, so no crash leaves a published entry
+//   (daemon/remote_tier/outbox.h, synced into the index's RocksDB) once
+//   the store verified the bytes and before it commits them, so no crash
+//   leaves a published entry
 //   unqueued; one uploader thread sends each entry from the shared store,
 //   only once model.done vouches for a whole artifact: the artifact
 //   (multipart above the threshold, streamed from disk), compile_flags.json,
@@ -111,7 +112,7 @@ class RemoteTier {
   FetchOutcome Fetch(const EntryKey& id, const std::string& lease_id);
 
   // For a rank's publish (Publisher::Publish): queues the entry before the
-  // store is written and lets it go to S3 once stored. Null in ro mode. A
+  // store commits it and lets it go to S3 once stored. Null in ro mode. A
   // row that cannot be written is logged (upload_not_queued) and the
   // publish goes on: S3 never fails a publish.
   std::unique_ptr<PublishIntent> NewUploadIntent();

@@ -11,7 +11,6 @@ namespace neffd {
 
 const std::vector<CrashPoint>& PublishCrashPoints() {
   static const auto* const points = new std::vector<CrashPoint>{
-      {"store_started", FsOp::kOpen, ".model.neff.tmp.", 1, false},
       {"temp_written", FsOp::kSync, ".model.neff.tmp.", 1, false},
       {"data_synced", FsOp::kSync, ".model.neff.tmp.", 1, true},
       {"renamed", FsOp::kRename, ".model.neff.tmp.", 1, true},

@@ -11,10 +11,9 @@
 // dies just before that call is made or just after it returned. The points,
 // in publish order:
 //
-//   store_started  before the artifact's temp file is created: nothing of
-//                  the entry is written (the daemon's S3 upload intent,
+//   temp_written   before the artifact's temp file is fsynced (the bytes
+//                  are verified: the daemon's S3 upload intent,
 //                  daemon/remote_tier/outbox.h, is durable by then)
-//   temp_written   before the artifact's temp file is fsynced
 //   data_synced    after it was fsynced
 //   renamed        after it was renamed to model.neff
 //   dir_synced     after the entry directory was fsynced (the artifact's name)

@@ -1,8 +1,7 @@
 // Crash points of a publish (issue 18, part 3): a test build of neffd
 // (neffd_crash_points) SIGKILLs itself at one step of a publish
-// (store/testing/crash_point_env.h: store started, temp written, data
-// synced, renamed, directory synced, done written, done synced, done
-// renamed, published).
+// (store/testing/crash_point_env.h: temp written, data synced, renamed,
+// directory synced, done written, done synced, done renamed, published).
 // After a restart of the plain daemon the entry is a miss if the daemon died
 // before model.done's rename, and whole (its bytes on the store are the
 // published bytes) from then on; never anything else. A missed key is then

@@ -87,7 +87,7 @@ class OutboxCrashTest : public ::testing::TestWithParam<std::string> {
 TEST_P(OutboxCrashTest, EveryEntryPublishedBeforeTheCrashIsUploaded) {
   const std::string point = GetParam();
   // Past model.done's rename the entry is whole on the store.
-  const bool committed = point != "store_started";
+  const bool committed = point != "temp_written";
   std::vector<std::string> env = S3Env();
   env.push_back("NEFFD_TEST_CRASH_AT=" + point);
   DaemonProcess crashing(root_, Flags(), env);
@@ -134,10 +134,11 @@ TEST_P(OutboxCrashTest, EveryEntryPublishedBeforeTheCrashIsUploaded) {
 
 INSTANTIATE_TEST_SUITE_P(
     Points, OutboxCrashTest,
-    // Before the store wrote anything; model.done renamed in (the commit);
+    // The bytes verified, the upload intent durable, nothing of the entry
+    // under its final names; model.done renamed in (the commit);
     // the entry durable with the rank not yet answered, where the daemon
     // used to queue the upload.
-    ::testing::Values("store_started", "done_renamed", "published"),
+    ::testing::Values("temp_written", "done_renamed", "published"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       return info.param;
     });
