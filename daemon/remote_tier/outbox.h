@@ -20,11 +20,10 @@
 // shared store has no complete entry). An absent entry whose commit this
 // process saw was removed since (gc, evict, quarantine): its row goes. One
 // whose row an earlier run left may still appear (its publisher died
-// mid-publish and the rank's fallback or the key's next holder publishes
-// it): it is deferred with the same backoff and goes only once it is still
-// absent `absent_grace` after it was queued. Rows loaded at start are due
-// at once. A result about a row that a publish began again meanwhile is
-// ignored (OutboxItem::generation). Nothing here talks to S3
+// mid-publish and the rank retries): it is deferred with the same backoff and
+// goes only once it is still absent `absent_grace` after it was queued. Rows
+// loaded at start are due at once. A result about a row that a publish began
+// again meanwhile is ignored (OutboxItem::generation). Nothing here talks to S3
 // (daemon/remote_tier/remote_tier.h does).
 //
 // Thread-safe. The index must outlive the outbox.
@@ -67,9 +66,9 @@ struct OutboxTicket {
 struct OutboxOptions {
   std::function<absl::Time()> now = [] { return absl::Now(); };
   // How long a row left by an earlier run may wait for its entry to appear
-  // on the shared store. The rank whose publish died with the daemon
-  // publishes it itself within seconds (the client's fallback); ten minutes
-  // also covers a daemon restart.
+  // on the shared store: the rank whose publish died with the daemon
+  // retries at once (through the restarted daemon or the client's
+  // fallback); ten minutes also covers a slow daemon restart.
   absl::Duration absent_grace = absl::Minutes(10);
 };
 
