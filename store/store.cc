@@ -199,7 +199,8 @@ absl::StatusOr<PublishResult> Store::PublishFromFd(
 
 absl::StatusOr<PublishResult> Store::PublishBytes(
     const EntryKey &id, absl::string_view bytes, const std::string &sha256,
-    const Producer &producer, const std::map<std::string, std::string> &md) {
+    const Producer &producer, const std::map<std::string, std::string> &md,
+    const std::function<void()> &verified) {
   return Publish(
       id, bytes.size(), sha256, producer, md,
       [&](int out_fd, absl::string_view out_name)
@@ -213,7 +214,7 @@ absl::StatusOr<PublishResult> Store::PublishBytes(
         if (!digest.ok()) return digest.status();
         return std::make_pair(uint64_t{bytes.size()}, *std::move(digest));
       },
-      nullptr);
+      verified);
 }
 
 absl::StatusOr<PublishResult> Store::Publish(

@@ -228,15 +228,18 @@ class Store {
   //
   // `verified`, if set, runs once the content has been read, matched `size`
   // and `sha256` and will become the entry (no other entry was there), but
-  // before it is durable: the caller may hand its own copy of the bytes to
-  // readers on this host without waiting for the shared filesystem.
+  // before it is durable and before anything of it has its final name: the
+  // caller may hand its own copy of the bytes to readers on this host
+  // without waiting for the shared filesystem, or record that the entry is
+  // coming before a crash could leave it without the record.
   absl::StatusOr<PublishResult> PublishFromFd(
       const EntryKey &id, int fd, uint64_t size, const std::string &sha256,
       const Producer &producer, const std::map<std::string, std::string> &md,
       const std::function<void()> &verified = nullptr);
   absl::StatusOr<PublishResult> PublishBytes(
       const EntryKey &id, absl::string_view bytes, const std::string &sha256,
-      const Producer &producer, const std::map<std::string, std::string> &md);
+      const Producer &producer, const std::map<std::string, std::string> &md,
+      const std::function<void()> &verified = nullptr);
 
   // Records a deterministic compile failure (model.log) for failed_ttl and
   // returns it as callers will see it.

@@ -24,15 +24,6 @@
 namespace neffd::test_support {
 namespace {
 
-// Bytes that differ per key, of a size that is not a round number.
-std::string NeffBytes(const std::string& key, size_t size = 300 * 1024 + 7) {
-  std::string bytes(size, '\0');
-  for (size_t i = 0; i < size; ++i) {
-    bytes[i] = static_cast<char>((i * 131 + key.size() * 7 + key[0]) & 0xff);
-  }
-  return bytes;
-}
-
 bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
@@ -70,25 +61,6 @@ class RemoteTierTest : public ::testing::Test {
     s3_ = *std::move(s3);
   }
 
-  // Waits until `host` has uploaded `count` entries and queues nothing.
-  ::testing::AssertionResult UploadedAll(const DaemonProcess& host,
-                                         uint64_t count) {
-    v1::Stats stats;
-    if (WaitUntil(
-            [&] {
-              stats = StatsOf(host);
-              return stats.remote_uploads() == count &&
-                     stats.upload_queue() == 0;
-            },
-            absl::Seconds(60))) {
-      return ::testing::AssertionSuccess();
-    }
-    return ::testing::AssertionFailure()
-           << "uploads " << stats.remote_uploads() << ", queued "
-           << stats.upload_queue() << "; log:\n"
-           << absl::StrJoin(s3_->RequestLog(), "\n");
-  }
-
   std::string root_;
   std::unique_ptr<LoopbackServer> s3_;
 };
@@ -101,7 +73,7 @@ TEST_F(RemoteTierTest, CompiledOnOneClusterIsAHitOnAnotherWithOneDownload) {
   const std::string bytes = NeffBytes("shared");
   ASSERT_TRUE(
       PublishInline(*a.host(0).NewStub(), NeffId("shared"), bytes).ok());
-  ASSERT_TRUE(UploadedAll(a.host(0), 1));
+  ASSERT_EQ(UploadedAll(a.host(0), *s3_, 1), absl::OkStatus());
   ASSERT_FALSE(Exists(SharedArtifact(b, "shared")));
 
   // Every rank of both B hosts asks at once.
@@ -135,7 +107,7 @@ TEST_F(RemoteTierTest, AlteredOrTruncatedObjectIsNeverServed) {
   for (const char* key : {"altered", "truncated"}) {
     ASSERT_TRUE(Publish(a.host(0), key));
   }
-  ASSERT_TRUE(UploadedAll(a.host(0), 2));
+  ASSERT_EQ(UploadedAll(a.host(0), *s3_, 2), absl::OkStatus());
   S3TestClient s3(*s3_);
   std::string altered = NeffBytes("altered");
   altered[altered.size() / 2] ^= 0x5a;  // same size, one byte off
@@ -183,7 +155,7 @@ TEST_F(RemoteTierTest, DeadS3IsAMissAndQueuedUploadsFinishAfterSigkill) {
   ASSERT_TRUE(back.ok()) << back.status();
   s3_ = *std::move(back);
   ASSERT_TRUE(c.host(0).Start()) << c.host(0).process().Stderr();
-  ASSERT_TRUE(UploadedAll(c.host(0), keys.size()));
+  ASSERT_EQ(UploadedAll(c.host(0), *s3_, keys.size()), absl::OkStatus());
   S3TestClient s3(*s3_);
   for (const std::string& key : keys) {
     absl::StatusOr<std::string> neff = s3.Get(ObjectName(key, "model.neff"));
@@ -302,7 +274,7 @@ TEST_F(RemoteTierTest, WarmPullsAManifestAndEveryViewShowsTheTiers) {
   for (const char* key : {"w0", "w1"}) {
     ASSERT_TRUE(Publish(a.host(0), key));
   }
-  ASSERT_TRUE(UploadedAll(a.host(0), 2));
+  ASSERT_EQ(UploadedAll(a.host(0), *s3_, 2), absl::OkStatus());
   const CommandResult manifest = Neffctl(a.host(0), {"manifest", "--since=1h"});
   ASSERT_EQ(manifest.exit_code, 0) << manifest.err;
   EXPECT_EQ(manifest.out, absl::StrCat("neff ", kCompilerVersion, " w0\n",

@@ -59,17 +59,23 @@ Publisher::Publisher(PublisherOptions options, Catalog* catalog,
       tier_(tier) {}
 
 absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
-                                             const Artifact& artifact) {
+                                             const Artifact& artifact,
+                                             PublishIntent* intent) {
   const absl::Time started = options_.now();
   if (absl::Status s = locks_->BeginPublish(artifact.lease_id, id); !s.ok()) {
+    if (intent != nullptr) intent->End(false);
     return s;
   }
+  auto begin = [&] {
+    if (intent != nullptr) intent->Begin(id, artifact.size, artifact.sha256);
+  };
   absl::StatusOr<PublishResult> result =
       artifact.inline_bytes.has_value()
           ? catalog_->StoreFor(id).PublishBytes(
                 id, *artifact.inline_bytes, artifact.sha256,
-                Producer{options_.host_id, 0}, artifact.metadata)
-          : PublishStaged(id, artifact, started);
+                Producer{options_.host_id, 0}, artifact.metadata, begin)
+          : PublishStaged(id, artifact, started, begin);
+  if (intent != nullptr) intent->End(result.ok() && !result->already_cached);
   if (!result.ok()) {
     locks_->FinishPublish(artifact.lease_id, nullptr);
     return result.status();
@@ -98,7 +104,8 @@ absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
 
 absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
                                                        const Artifact& artifact,
-                                                       absl::Time started) {
+                                                       absl::Time started,
+                                                       const Callback& begin) {
   absl::StatusOr<UniqueFd> staged =
       OpenStagedFile(artifact.staged_path, artifact.size);
   if (!staged.ok()) return staged.status();
@@ -110,7 +117,7 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
   }
   bool adopted = false;
   std::thread answering;
-  auto verified = [&] {
+  auto answer_waiters = [&] {
     if (!TierServes(tier_, id)) return;
     v1::Entry local;
     *local.mutable_id() = id.ToProto();
@@ -142,6 +149,11 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
                  {"released_unix_us", absl::ToUnixMicros(released)},
                  {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
     });
+  };
+  // The waiters first: they need not wait for the intent's synced write.
+  auto verified = [&] {
+    answer_waiters();
+    begin();
   };
   absl::StatusOr<PublishResult> result = catalog_->StoreFor(id).PublishFromFd(
       id, staged->get(), artifact.size, artifact.sha256,

@@ -28,6 +28,13 @@
 // A staged file that could be opened is the daemon's from then on: adopted
 // by the tier or removed, whatever the outcome.
 //
+// A PublishIntent passed to Publish hears of the entry once the store has
+// verified the bytes and before it commits them (after this host's waiters
+// were handed the tier copy), and again when the publish ended: what must
+// follow every new entry (the S3 tier's upload outbox) is recorded before
+// the entry can exist, so no crash leaves the entry without the record,
+// and a publish refused or already cached records nothing.
+//
 // RecordFailure(id, lease_id, compiler_log): pins the lease while the failure
 // is written (so only its holder can record one), then hands the lease back:
 // every waiter gets kFailed.
@@ -97,25 +104,45 @@ struct RecordedFailure {
   absl::Status released;
 };
 
+// Told of one publish around the store's commit (see the top comment).
+class PublishIntent {
+ public:
+  virtual ~PublishIntent() = default;
+  // The store verified `size` bytes hashing to `sha256` that will become
+  // the entry, none of it under its final names yet (Store::PublishFromFd's
+  // `verified`). Called at most once, on the publishing thread; the commit
+  // waits for it.
+  virtual void Begin(const EntryKey& id, uint64_t size,
+                     const std::string& sha256) = 0;
+  // The publish ended; `stored`: it put a new entry on the store (false:
+  // refused, failed, or the store had the entry already). Called once per
+  // Publish, after Begin or without it.
+  virtual void End(bool stored) = 0;
+};
+
 class Publisher {
  public:
   // `tier` may be null (no local copies).
   Publisher(PublisherOptions options, Catalog* catalog, LockTable* locks,
             LocalTier* tier);
 
+  // `intent` may be null.
   absl::StatusOr<Published> Publish(const EntryKey& id,
-                                    const Artifact& artifact);
+                                    const Artifact& artifact,
+                                    PublishIntent* intent = nullptr);
 
   absl::StatusOr<RecordedFailure> RecordFailure(const EntryKey& id,
                                                 const std::string& lease_id,
                                                 absl::string_view compiler_log);
 
  private:
+  using Callback = std::function<void()>;
   // Stores a staged file, answering the waiters from the tier's copy once
-  // the store has verified it.
+  // the store has verified it, then calling `begin`.
   absl::StatusOr<PublishResult> PublishStaged(const EntryKey& id,
                                               const Artifact& artifact,
-                                              absl::Time started);
+                                              absl::Time started,
+                                              const Callback& begin);
 
   const PublisherOptions options_;
   Catalog* const catalog_;

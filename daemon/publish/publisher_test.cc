@@ -92,6 +92,15 @@ class PublisherTest : public ::testing::Test {
     return artifact;
   }
 
+  static Artifact Inline(const std::string& lease, const std::string& bytes) {
+    Artifact artifact;
+    artifact.lease_id = lease;
+    artifact.inline_bytes = bytes;
+    artifact.size = bytes.size();
+    artifact.sha256 = Sha256Hex(bytes);
+    return artifact;
+  }
+
   bool Cached(const EntryKey& id) {
     absl::StatusOr<std::optional<v1::Entry>> found = catalog_->Find(id);
     return found.ok() && found->has_value();
@@ -208,13 +217,8 @@ TEST_F(PublisherTest, StagedFilesThatAreNotTheCallersOwnAreRefused) {
 TEST_F(PublisherTest, InlineBytesPublishOnceThenAreAlreadyCached) {
   const std::string bytes = "hlo module";
   for (bool already_cached : {false, true}) {
-    Artifact artifact;
-    artifact.lease_id = Lease(hlo_id_);
-    artifact.inline_bytes = bytes;
-    artifact.size = bytes.size();
-    artifact.sha256 = Sha256Hex(bytes);
     absl::StatusOr<Published> published =
-        publisher_->Publish(hlo_id_, artifact);
+        publisher_->Publish(hlo_id_, Inline(Lease(hlo_id_), bytes));
     ASSERT_TRUE(published.ok()) << published.status();
     EXPECT_EQ(published->already_cached, already_cached);
     // hlo entries are not copied to the tier.
@@ -240,6 +244,75 @@ TEST_F(PublisherTest, AFailureGoesToEveryWaiterAndEndsTheLease) {
   absl::MutexLock lock(&waiter.mu);
   ASSERT_TRUE(waiter.event.has_value());
   EXPECT_EQ(waiter.event->outcome, LockOutcome::kFailed);
+}
+
+// What a PublishIntent saw: whether the store had the entry's artifact or
+// model.done when Begin came (it must not: Begin is the record made before
+// the entry can exist), and how the publish ended.
+class RecordingIntent : public PublishIntent {
+ public:
+  explicit RecordingIntent(const Store* store) : store_(store) {}
+  void Begin(const EntryKey& id, uint64_t size,
+             const std::string& sha256) override {
+    struct stat st;
+    began = true;
+    artifact_at_begin =
+        stat(store_->ArtifactPath(id).c_str(), &st) == 0 ||
+        stat((store_->EntryDir(id) + "/model.done").c_str(), &st) == 0;
+    size_at_begin = size;
+  }
+  void End(bool stored) override { ended.push_back(stored); }
+
+  const Store* const store_;
+  bool began = false;
+  bool artifact_at_begin = false;
+  uint64_t size_at_begin = 0;
+  std::vector<bool> ended;
+};
+
+TEST_F(PublisherTest, IntentHearsOfTheEntryBeforeTheStoreAndHowItEnded) {
+  const std::string bytes = "neff bytes";
+  const std::string lease = Lease(neff_id_);
+  // Refused before the store: a staged file of another size.
+  RecordingIntent bad_file(neff_.get());
+  Artifact wrong_size = Staged(lease, Stage("short", "neff"), bytes);
+  EXPECT_FALSE(publisher_->Publish(neff_id_, wrong_size, &bad_file).ok());
+  EXPECT_FALSE(bad_file.began);
+  EXPECT_EQ(bad_file.ended, std::vector<bool>{false});
+  // Refused by the store: the bytes do not hash to the claimed sha256.
+  RecordingIntent bad_hash(neff_.get());
+  Artifact wrong_hash = Staged(lease, Stage("a", bytes), bytes);
+  wrong_hash.sha256 = Sha256Hex("other bytes");
+  EXPECT_FALSE(publisher_->Publish(neff_id_, wrong_hash, &bad_hash).ok());
+  EXPECT_FALSE(bad_hash.began);
+  EXPECT_EQ(bad_hash.ended, std::vector<bool>{false});
+  // Stored: Begin came before anything of the entry was on the store.
+  RecordingIntent stored(neff_.get());
+  ASSERT_TRUE(
+      publisher_
+          ->Publish(neff_id_, Staged(lease, Stage("b", bytes), bytes), &stored)
+          .ok());
+  EXPECT_TRUE(stored.began);
+  EXPECT_FALSE(stored.artifact_at_begin);
+  EXPECT_EQ(stored.size_at_begin, bytes.size());
+  EXPECT_EQ(stored.ended, std::vector<bool>{true});
+  // Already cached (inline, under a new lease): not a new entry.
+  RecordingIntent cached(neff_.get());
+  absl::StatusOr<Published> published =
+      publisher_->Publish(neff_id_, Inline(Lease(neff_id_), bytes), &cached);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_TRUE(published->already_cached);
+  EXPECT_FALSE(cached.began);
+  EXPECT_EQ(cached.ended, std::vector<bool>{false});
+  // Inline bytes that verify: Begin before the commit, like a staged file.
+  const EntryKey other = *EntryKey::Parse("neff", "2.19", "graph2");
+  RecordingIntent inline_stored(neff_.get());
+  ASSERT_TRUE(
+      publisher_->Publish(other, Inline(Lease(other), bytes), &inline_stored)
+          .ok());
+  EXPECT_TRUE(inline_stored.began);
+  EXPECT_FALSE(inline_stored.artifact_at_begin);
+  EXPECT_EQ(inline_stored.ended, std::vector<bool>{true});
 }
 
 }  // namespace

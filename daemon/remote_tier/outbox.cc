@@ -19,9 +19,9 @@ absl::Duration BackoffAfter(int failures) {
 
 }  // namespace
 
-Outbox::Outbox(Index* index, std::function<absl::Time()> now)
-    : index_(index), now_(std::move(now)) {
-  const absl::Time start = now_();
+Outbox::Outbox(Index* index, OutboxOptions options)
+    : index_(index), options_(std::move(options)) {
+  const absl::Time start = options_.now();
   absl::flat_hash_map<std::string, Pending> loaded;
   index_->OutboxForEach([&](absl::string_view key, absl::string_view value) {
     Pending pending;
@@ -36,71 +36,137 @@ Outbox::Outbox(Index* index, std::function<absl::Time()> now)
     return true;
   });
   absl::MutexLock lock(&mu_);
+  for (auto& [key, pending] : loaded) pending.generation = next_generation_++;
   pending_ = std::move(loaded);
 }
 
-absl::Status Outbox::Add(const EntryKey& id, uint64_t size,
-                         const std::string& sha256) {
-  Pending pending;
-  pending.record.set_size(size);
-  pending.record.set_sha256(sha256);
-  pending.record.set_enqueued_unix_ms(absl::ToUnixMillis(now_()));
-  pending.due = now_();
+absl::StatusOr<OutboxTicket> Outbox::BeginPublish(const EntryKey& id,
+                                                  uint64_t size,
+                                                  const std::string& sha256) {
   const std::string key = id.Canonical();
-  if (absl::Status s =
-          index_->OutboxPut(key, pending.record.SerializeAsString());
+  OutboxTicket ticket;
+  Pending fresh;
+  {
+    absl::MutexLock lock(&mu_);
+    ticket.generation = next_generation_++;
+    if (auto it = pending_.find(key); it != pending_.end()) {
+      // Its row is on disk already and promises the same upload.
+      it->second.publishing = true;
+      it->second.generation = ticket.generation;
+      return ticket;
+    }
+    fresh.record.set_size(size);
+    fresh.record.set_sha256(sha256);
+    fresh.record.set_enqueued_unix_ms(absl::ToUnixMillis(options_.now()));
+    fresh.generation = ticket.generation;
+    fresh.publishing = true;
+    pending_[key] = fresh;
+    ticket.created = true;
+  }
+  // Outside mu_, so that concurrent publishes share RocksDB's WAL syncs.
+  // No other call removes the row meanwhile: it is publishing.
+  if (absl::Status s = index_->OutboxPut(key, fresh.record.SerializeAsString());
       !s.ok()) {
+    absl::MutexLock lock(&mu_);
+    pending_.erase(key);
     return s;
   }
+  return ticket;
+}
+
+void Outbox::EndPublish(const EntryKey& id, const OutboxTicket& ticket,
+                        bool stored) {
+  const std::string key = id.Canonical();
   absl::MutexLock lock(&mu_);
-  pending_[key] = std::move(pending);
-  return absl::OkStatus();
+  auto it = pending_.find(key);
+  if (it == pending_.end() || it->second.generation != ticket.generation) {
+    return;
+  }
+  Pending& pending = it->second;
+  pending.publishing = false;
+  if (stored) {
+    pending.committed = true;
+    pending.failures = 0;
+    pending.due = options_.now();
+  } else if (ticket.created) {
+    Remove(key);
+  }
+}
+
+Outbox::Pending* Outbox::Current(const OutboxItem& item) {
+  auto it = pending_.find(item.id.Canonical());
+  if (it == pending_.end() || it->second.generation != item.generation ||
+      it->second.publishing) {
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void Outbox::Remove(const std::string& key) {
+  if (absl::Status s = index_->OutboxDelete(key); !s.ok()) {
+    log::Warning("outbox_delete_failed", {{"id", key}, {"error", s.message()}});
+  }
+  pending_.erase(key);
 }
 
 std::optional<OutboxItem> Outbox::NextDue() const {
-  const absl::Time now = now_();
+  const absl::Time now = options_.now();
   absl::MutexLock lock(&mu_);
   const std::pair<const std::string, Pending>* first = nullptr;
   for (const auto& row : pending_) {
-    if (row.second.due <= now &&
+    if (!row.second.publishing && row.second.due <= now &&
         (first == nullptr || row.second.due < first->second.due)) {
       first = &row;
     }
   }
   if (first == nullptr) return std::nullopt;
   return OutboxItem{*EntryKey::FromCanonical(first->first),
-                    first->second.record};
+                    first->second.record, first->second.generation,
+                    first->second.committed};
 }
 
 absl::Time Outbox::NextDueTime() const {
   absl::MutexLock lock(&mu_);
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& [key, pending] : pending_)
-    next = std::min(next, pending.due);
+  for (const auto& [key, pending] : pending_) {
+    if (!pending.publishing) next = std::min(next, pending.due);
+  }
   return next;
 }
 
-void Outbox::Done(const EntryKey& id) {
-  const std::string key = id.Canonical();
-  if (absl::Status s = index_->OutboxDelete(key); !s.ok()) {
-    log::Warning("outbox_delete_failed", {{"id", key}, {"error", s.message()}});
-  }
+void Outbox::Done(const OutboxItem& item) {
   absl::MutexLock lock(&mu_);
-  pending_.erase(key);
+  if (Current(item) != nullptr) Remove(item.id.Canonical());
 }
 
-void Outbox::Retry(const EntryKey& id, absl::Time not_before,
+void Outbox::Retry(const OutboxItem& item, absl::Time not_before,
                    bool count_failure) {
   absl::MutexLock lock(&mu_);
-  auto it = pending_.find(id.Canonical());
-  if (it == pending_.end()) return;
-  Pending& pending = it->second;
+  Pending* pending = Current(item);
+  if (pending == nullptr) return;
   if (!count_failure) {
-    pending.due = std::max(not_before, now_() + kFirstBackoff);
+    pending->due = std::max(not_before, options_.now() + kFirstBackoff);
     return;
   }
-  ++pending.failures;
-  pending.due = std::max(not_before, now_() + BackoffAfter(pending.failures));
+  ++pending->failures;
+  pending->due =
+      std::max(not_before, options_.now() + BackoffAfter(pending->failures));
+}
+
+bool Outbox::Absent(const OutboxItem& item) {
+  const absl::Time now = options_.now();
+  absl::MutexLock lock(&mu_);
+  Pending* pending = Current(item);
+  if (pending == nullptr) return false;
+  const absl::Time queued =
+      absl::FromUnixMillis(pending->record.enqueued_unix_ms());
+  if (pending->committed || now - queued >= options_.absent_grace) {
+    Remove(item.id.Canonical());
+    return true;
+  }
+  ++pending->failures;
+  pending->due = now + BackoffAfter(pending->failures);
+  return false;
 }
 
 size_t Outbox::size() const {
@@ -109,7 +175,7 @@ size_t Outbox::size() const {
 }
 
 absl::Duration Outbox::OldestAge() const {
-  const absl::Time now = now_();
+  const absl::Time now = options_.now();
   absl::MutexLock lock(&mu_);
   int64_t oldest = -1;
   for (const auto& [key, pending] : pending_) {

@@ -27,6 +27,38 @@ remote::CredentialsOptions CredentialOptions(const RemoteTierParts& parts) {
   return credentials;
 }
 
+// One rank's publish as the outbox sees it.
+class UploadIntent : public PublishIntent {
+ public:
+  UploadIntent(Outbox* outbox, absl::CondVar* wake)
+      : outbox_(outbox), wake_(wake) {}
+
+  void Begin(const EntryKey& id, uint64_t size,
+             const std::string& sha256) override {
+    absl::StatusOr<OutboxTicket> ticket =
+        outbox_->BeginPublish(id, size, sha256);
+    if (!ticket.ok()) {
+      log::Error("upload_not_queued", {{"id", id.Canonical()},
+                                       {"error", ticket.status().message()}});
+      return;
+    }
+    id_ = id;
+    ticket_ = *ticket;
+  }
+
+  void End(bool stored) override {
+    if (!id_.has_value()) return;
+    outbox_->EndPublish(*id_, ticket_, stored);
+    if (stored) wake_->Signal();
+  }
+
+ private:
+  Outbox* const outbox_;
+  absl::CondVar* const wake_;
+  std::optional<EntryKey> id_;
+  OutboxTicket ticket_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Open(
@@ -161,15 +193,9 @@ void RemoteTier::KeepFetchesAlive() {
   }
 }
 
-void RemoteTier::Enqueue(const EntryKey& id, const v1::Entry& entry) {
-  if (outbox_ == nullptr) return;
-  if (absl::Status s = outbox_->Add(id, entry.size(), entry.sha256());
-      !s.ok()) {
-    log::Error("upload_not_queued",
-               {{"id", id.Canonical()}, {"error", s.message()}});
-    return;
-  }
-  upload_wake_.Signal();
+std::unique_ptr<PublishIntent> RemoteTier::NewUploadIntent() {
+  if (outbox_ == nullptr) return nullptr;
+  return std::make_unique<UploadIntent>(outbox_.get(), &upload_wake_);
 }
 
 void RemoteTier::FillStats(v1::Stats* stats) const {

@@ -18,15 +18,20 @@
 //   error, throttling, a timeout, an open circuit breaker) is a miss counted
 //   by cause: the lease is left as it was, and the rank compiles.
 //
-//   Write-behind, durable. Enqueue() puts what a rank of this host published
-//   into the Outbox (daemon/remote_tier/outbox.h, synced into the index's
-//   RocksDB) before the publish is answered; one uploader thread sends each
-//   entry from the shared store: the artifact (multipart above the
-//   threshold, streamed from disk), compile_flags.json, and model.done
-//   last, so a reader never sees a done record before its artifact is
-//   whole. An entry S3 has already (HEAD of model.done) is not sent again.
-//   Failures are retried with backoff; an entry gone from the shared store
-//   meanwhile is dropped. In ro mode nothing is queued or written.
+//   Write-behind, durable. A rank's publish carries an upload intent
+//   (NewUploadIntent) that queues the entry in the Outbox
+//   (daemon/remote_tier/outbox.h, synced into the index's RocksDB) once
+//   the store verified the bytes and before it commits them, so no crash
+//   leaves a published entry
+//   unqueued; one uploader thread sends each entry from the shared store,
+//   only once model.done vouches for a whole artifact: the artifact
+//   (multipart above the threshold, streamed from disk), compile_flags.json,
+//   and model.done last, so a reader never sees a done record before its
+//   artifact is whole. An entry S3 has already (HEAD of model.done) is not
+//   sent again. Failures are retried with backoff; an entry removed from
+//   the shared store meanwhile is dropped, and one queued by an earlier run
+//   that is not there waits for it a bounded time (outbox.h). In ro mode
+//   nothing is queued or written.
 //
 // Every S3 call goes through one S3Gate (circuit breaker, one log line per
 // failure cause). Fetches run on the tier's own threads, never on gRPC's or
@@ -106,9 +111,11 @@ class RemoteTier {
   // The same, on the calling thread.
   FetchOutcome Fetch(const EntryKey& id, const std::string& lease_id);
 
-  // Queues an entry a rank of this host just published for upload; no-op
-  // in ro mode. An error means the entry will not be uploaded (logged).
-  void Enqueue(const EntryKey& id, const v1::Entry& entry);
+  // For a rank's publish (Publisher::Publish): queues the entry before the
+  // store commits it and lets it go to S3 once stored. Null in ro mode. A
+  // row that cannot be written is logged (upload_not_queued) and the
+  // publish goes on: S3 never fails a publish.
+  std::unique_ptr<PublishIntent> NewUploadIntent();
 
   // Pulls `ids` into the shared store and this host's tier (neffctl warm),
   // calling `progress` after each.
@@ -136,8 +143,11 @@ class RemoteTier {
 
   // Upload steps (upload.cc).
   void UploadLoop();
-  // OK: uploaded or not worth uploading; the row may go.
-  absl::Status Upload(const OutboxItem& item);
+  // OK: uploaded or not worth uploading; the row may go. `*absent` is set
+  // (and OK returned) when the shared store has no complete entry.
+  absl::Status Upload(const OutboxItem& item, bool* absent);
+  // Tells the outbox the item's entry is absent; logs a dropped row.
+  void Absent(const OutboxItem& item);
 
   const RemoteTierOptions options_;
   const RemoteTierParts parts_;

@@ -38,21 +38,25 @@ void RemoteTier::UploadLoop() {
       absl::MutexLock lock(&mu_);
       const absl::Time due = outbox_->NextDueTime();
       const absl::Time wake = std::min(due, absl::Now() + kIdlePoll);
-      // Woken early by Enqueue (or Stop); a spurious wake-up only looks.
+      // Woken early by a stored publish (or Stop); a spurious wake-up only
+      // looks.
       if (!stopping_ && absl::Now() < wake) {
         upload_wake_.WaitWithDeadline(&mu_, wake);
       }
       if (stopping_) return;
     }
     while (std::optional<OutboxItem> item = outbox_->NextDue()) {
-      absl::Status uploaded = Upload(*item);
-      if (uploaded.ok()) {
-        outbox_->Done(item->id);
+      bool absent = false;
+      absl::Status uploaded = Upload(*item, &absent);
+      if (absent) {
+        Absent(*item);
+      } else if (uploaded.ok()) {
+        outbox_->Done(*item);
       } else if (S3Gate::IsSkipped(uploaded)) {
-        outbox_->Retry(item->id, gate_.breaker().open_until, false);
+        outbox_->Retry(*item, gate_.breaker().open_until, false);
       } else {
         ++upload_failures_;
-        outbox_->Retry(item->id, absl::InfinitePast(), true);
+        outbox_->Retry(*item, absl::InfinitePast(), true);
       }
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
@@ -60,21 +64,37 @@ void RemoteTier::UploadLoop() {
   }
 }
 
-absl::Status RemoteTier::Upload(const OutboxItem& item) {
+void RemoteTier::Absent(const OutboxItem& item) {
+  if (!outbox_->Absent(item)) {
+    // Queued by an earlier run whose publish may not have committed; the
+    // entry may still appear (outbox.h).
+    log::Info("upload_deferred", {{"id", item.id.Canonical()},
+                                  {"reason", "no complete entry yet"}});
+    return;
+  }
+  log::Warning(
+      "upload_dropped",
+      {{"id", item.id.Canonical()},
+       {"reason", item.committed ? "no complete entry on the shared store any "
+                                   "more"
+                                 : "its publish never completed: no complete "
+                                   "entry on the shared store"}});
+}
+
+absl::Status RemoteTier::Upload(const OutboxItem& item, bool* absent) {
   const EntryKey& id = item.id;
   const Store& store = parts_.catalog->StoreFor(id);
   struct stat done_stat, artifact_stat;
+  // model.done first: once it is there, the artifact it names is whole
+  // (the store's commit order), so no partial entry is ever sent.
   absl::StatusOr<UniqueFd> done_fd =
       OpenRegular(store.EntryDir(id) + "/model.done", &done_stat);
   absl::StatusOr<UniqueFd> artifact_fd =
-      OpenRegular(store.ArtifactPath(id), &artifact_stat);
+      done_fd.ok() ? OpenRegular(store.ArtifactPath(id), &artifact_stat)
+                   : absl::NotFoundError("no model.done");
   if (!done_fd.ok() || !artifact_fd.ok() ||
       static_cast<uint64_t>(done_stat.st_size) > (1 << 20)) {
-    // Evicted (or quarantined) before it went out: nothing left to send.
-    log::Warning("upload_dropped", {{"id", id.Canonical()},
-                                    {"reason",
-                                     "no complete entry on the "
-                                     "shared store any more"}});
+    *absent = true;
     return absl::OkStatus();
   }
   std::string done_text(done_stat.st_size, '\0');

@@ -308,14 +308,14 @@ grpc::Status CompileCacheService::Publish(grpc::ServerContext* context,
   artifact.sha256 = request->sha256();
   artifact.metadata.insert(request->metadata().begin(),
                            request->metadata().end());
-  absl::StatusOr<Published> published = publisher_->Publish(*id, artifact);
+  // Queued for S3 (durably) before the store may hold the entry.
+  std::unique_ptr<PublishIntent> upload =
+      options_.remote != nullptr ? options_.remote->NewUploadIntent() : nullptr;
+  absl::StatusOr<Published> published =
+      publisher_->Publish(*id, artifact, upload.get());
   if (!published.ok()) return ToGrpcStatus(published.status());
   telemetry_->CountPublish(id->ns(), published->already_cached,
                            published->entry.size());
-  // Queued (durably) before the rank hears it is published.
-  if (options_.remote != nullptr && !published->already_cached) {
-    options_.remote->Enqueue(*id, published->entry);
-  }
   response->set_outcome(published->already_cached
                             ? v1::PublishResponse::ALREADY_CACHED
                             : v1::PublishResponse::PUBLISHED);

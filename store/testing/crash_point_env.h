@@ -11,7 +11,9 @@
 // dies just before that call is made or just after it returned. The points,
 // in publish order:
 //
-//   temp_written   before the artifact's temp file is fsynced
+//   temp_written   before the artifact's temp file is fsynced (the bytes
+//                  are verified: the daemon's S3 upload intent,
+//                  daemon/remote_tier/outbox.h, is durable by then)
 //   data_synced    after it was fsynced
 //   renamed        after it was renamed to model.neff
 //   dir_synced     after the entry directory was fsynced (the artifact's name)
@@ -19,7 +21,8 @@
 //   done_synced    after it was fsynced
 //   done_renamed   after it was renamed to model.done
 //   published      after the entry directory was fsynced again: durable, but
-//                  the client has not been answered
+//                  the client has not been answered (nor the index written:
+//                  where the daemon used to queue the S3 upload)
 //
 // Only the store's artifact (model.neff) is covered: the tests publish neff
 // entries. Nothing in a production binary uses this file.

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "daemon/remote/s3_test_util.h"
 #include "grpcpp/grpcpp.h"
@@ -52,6 +53,30 @@ v1::Stats StatsOf(const DaemonProcess& daemon) {
                        std::chrono::seconds(10));
   (void)daemon.NewStub()->GetStats(&context, v1::GetStatsRequest(), &stats);
   return stats;
+}
+
+std::string NeffBytes(const std::string& key, size_t size) {
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i) {
+    bytes[i] = static_cast<char>((i * 131 + key.size() * 7 + key[0]) & 0xff);
+  }
+  return bytes;
+}
+
+absl::Status UploadedAll(const DaemonProcess& daemon,
+                         const LoopbackServer& server, uint64_t count) {
+  v1::Stats stats;
+  if (WaitUntil(
+          [&] {
+            stats = StatsOf(daemon);
+            return stats.remote_uploads() == count && stats.upload_queue() == 0;
+          },
+          absl::Seconds(60))) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "uploads ", stats.remote_uploads(), ", queued ", stats.upload_queue(),
+      "; S3 log:\n", absl::StrJoin(server.RequestLog(), "\n")));
 }
 
 v1::LockResponse LockKey(const DaemonProcess& daemon, const v1::EntryId& id) {

@@ -44,6 +44,15 @@ std::string ObjectName(const std::string& key, const std::string& file);
 
 v1::Stats StatsOf(const DaemonProcess& daemon);
 
+// Bytes that differ per key, of a size that is not a round number.
+std::string NeffBytes(const std::string& key, size_t size = 300 * 1024 + 7);
+
+// Waits (60 s at most) until `daemon` has uploaded `count` entries and
+// queues nothing; otherwise an error saying what its stats showed, with
+// `server`'s request log.
+absl::Status UploadedAll(const DaemonProcess& daemon,
+                         const LoopbackServer& server, uint64_t count);
+
 // A Lock call as a rank makes it (wait=true).
 v1::LockResponse LockKey(const DaemonProcess& daemon, const v1::EntryId& id);
 
