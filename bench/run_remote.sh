@@ -2,11 +2,13 @@
 # Issue 20's benchmarks in one command (docs/REMOTE.md, "Measuring"):
 #
 #   1. Throughput: one SIZE_MIB object up to and down from a loopback s3rver,
-#      by neffd's S3 client (bench/s3_transfer: libcurl, streamed, multipart
-#      above 32 MiB) and by curl --aws-sigv4 moving the same bytes to and
-#      from the same server, REPS times each, alternating; medians and the
-#      ratio neffd/curl (target >= 0.8). neffd's put runs twice: as the
-#      daemon uploads a NEFF this big (multipart) and as one PUT, like curl.
+#      by neffd's S3 client (bench/s3_transfer: libcurl, streamed) and by
+#      curl --aws-sigv4 moving the same bytes to and from the same server,
+#      REPS times each, alternating; medians and the ratio neffd/curl
+#      (target >= 0.8). Each put is measured both ways, by both clients: as
+#      one PUT, and as the daemon uploads a NEFF this big (a multipart
+#      upload of PART_MIB parts, CONCURRENCY at once; curl sends the same
+#      parts with xargs -P).
 #   2. Cold-cluster storm (bench/storm, RANKS x GRAPHS, BYTES per NEFF) on a
 #      new shared store with the S3 tier cold (an empty prefix: every graph
 #      compiles and is uploaded) and then warm (another new shared store,
@@ -24,6 +26,8 @@ REPS=${REPS:-5}
 RANKS=${RANKS:-32}
 GRAPHS=${GRAPHS:-16}
 BYTES=${BYTES:-8388608}
+PART_MIB=${PART_MIB:-16}     # the daemon's --s3_part_size
+CONCURRENCY=${CONCURRENCY:-4}  # the daemon's --s3_upload_concurrency
 WORK=${WORK:-/tmp/neffd-remote-bench}
 OUT=${OUT:-docs/bench/remote.md}
 BUCKET=neffd-bench
@@ -52,23 +56,53 @@ export AWS_EC2_METADATA_DISABLED=true
 # Random bytes: nothing on the way can make them smaller.
 head -c "$((SIZE_MIB << 20))" /dev/urandom >"$WORK/object"
 S3T=(bazel-bin/bench/s3_transfer --endpoint="$ENDPOINT" --bucket="$BUCKET"
-  --sign_payload=false)
+  --sign_payload=false --part_size_mib="$PART_MIB"
+  --upload_concurrency="$CONCURRENCY")
 CURL=(curl -sS --fail --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER
   -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
 mibs() {  # mibs SECONDS: MiB/s of the object
   awk -v s="$1" -v m="$SIZE_MIB" 'BEGIN { printf "%.1f", m / s }'
 }
+now() { date +%s.%N; }
+# curl's multipart upload reads the parts from files cut before the clock
+# starts (neffd reads them from the one file with pread).
+mkdir -p "$WORK/parts"
+split -b "${PART_MIB}M" -d -a 5 "$WORK/object" "$WORK/parts/p."
+put_part() {  # put_part URL UPLOAD_ID FILE: prints "NUMBER ETAG"
+  local number=$((10#${3##*.} + 1))
+  curl -sS --fail --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$3" -D - -o /dev/null \
+    "$1?partNumber=$number&uploadId=$2" |
+    tr -d '\r' | awk -v n="$number" 'tolower($1) == "etag:" { print n, $2 }'
+}
+export -f put_part
+curl_multipart() {  # curl_multipart KEY: create, the parts, complete
+  local url="$ENDPOINT/$BUCKET/$1" id
+  id=$("${CURL[@]}" -X POST "$url?uploads=" | grep -o '<UploadId>[^<]*' | cut -d'>' -f2)
+  find "$WORK/parts" -name 'p.*' -print0 |
+    xargs -0 -P "$CONCURRENCY" -I{} bash -c 'put_part "$@"' _ "$url" "$id" {} |
+    sort -n | awk 'BEGIN { print "<CompleteMultipartUpload>" }
+      { printf "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>\n", $1, $2 }
+      END { print "</CompleteMultipartUpload>" }' >"$WORK/complete.xml"
+  "${CURL[@]}" -X POST --data-binary @"$WORK/complete.xml" \
+    "$url?uploadId=$id" | { ! grep -q '<Error>'; }
+}
 for rep in $(seq "$REPS"); do
   echo "throughput $rep/$REPS: $(uptime)" >&2
   line=$("${S3T[@]}" put "neffd-$rep" "$WORK/object")
   echo "neffd put $(sed 's/.*= \([0-9.]*\) MiB.*/\1/' <<<"$line") $line" >>"$RAW"
-  # The same client with one PUT (multipart threshold above the object), as
-  # curl sends it: s3rver assembles multipart uploads by copying the parts.
+  start=$(now)
+  curl_multipart "curlmp-$rep"
+  t=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+  echo "curl put $(mibs "$t") ${t}s" >>"$RAW"
+  # One PUT (multipart threshold above the object), by both.
   line=$("${S3T[@]}" --part_size_mib="$SIZE_MIB" put "neffd1-$rep" "$WORK/object")
   echo "neffd put1 $(sed 's/.*= \([0-9.]*\) MiB.*/\1/' <<<"$line") $line" >>"$RAW"
   t=$( { /usr/bin/time -f %e "${CURL[@]}" -T "$WORK/object" \
     "$ENDPOINT/$BUCKET/curl-$rep" >/dev/null; } 2>&1 | tail -1)
-  echo "curl put $(mibs "$t") ${t}s" >>"$RAW"
+  echo "curl put1 $(mibs "$t") ${t}s" >>"$RAW"
+  "${CURL[@]}" -o "$WORK/got" "$ENDPOINT/$BUCKET/curlmp-$rep"
+  cmp -s "$WORK/object" "$WORK/got" || { echo "curl multipart: bytes differ" >&2; exit 1; }
   line=$("${S3T[@]}" get "curl-$rep" "$WORK/got")
   echo "neffd get $(sed 's/.*= \([0-9.]*\) MiB.*/\1/' <<<"$line") $line" >>"$RAW"
   cmp -s "$WORK/object" "$WORK/got" || { echo "neffd get: bytes differ" >&2; exit 1; }
@@ -76,6 +110,9 @@ for rep in $(seq "$REPS"); do
     "$ENDPOINT/$BUCKET/neffd-$rep"; } 2>&1 | tail -1)
   echo "curl get $(mibs "$t") ${t}s" >>"$RAW"
   cmp -s "$WORK/object" "$WORK/got" || { echo "curl get: bytes differ" >&2; exit 1; }
+  for key in neffd neffd1 curl curlmp; do  # bounds s3rver's disk use
+    "${CURL[@]}" -X DELETE "$ENDPOINT/$BUCKET/$key-$rep"
+  done
 done
 
 STORM=(bazel-bin/bench/storm/storm --modes=daemon --ranks="$RANKS"
@@ -106,16 +143,17 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else
   echo
   echo "| transfer | neffd MiB/s | curl MiB/s | neffd / curl (target ≥ 0.8) |"
   echo "|---|---|---|---|"
-  for op in put put1 get; do
-    n=$(col neffd "$op" 3)
-    c=$(col curl "${op%1}" 3)
-    case $op in
-      put) what="put ${SIZE_MIB} MiB, multipart (16 MiB parts)" ;;
-      put1) what="put ${SIZE_MIB} MiB, one PUT" ;;
-      get) what="get ${SIZE_MIB} MiB" ;;
-    esac
-    echo "| $what | $n | $c | $(ratio "$n" "$c") |"
-  done
+  row() {  # row WHAT NEFFD_OP CURL_OP
+    local n c
+    n=$(col neffd "$2" 3)
+    c=$(col curl "$3" 3)
+    echo "| $1 | $n | $c | $(ratio "$n" "$c") |"
+  }
+  parts="multipart, $PART_MIB MiB parts, $CONCURRENCY at once"
+  row "put ${SIZE_MIB} MiB, $parts (the daemon's way), both" put put
+  row "put ${SIZE_MIB} MiB, one PUT, both" put1 put1
+  row "put ${SIZE_MIB} MiB: neffd $parts; curl one PUT" put put1
+  row "get ${SIZE_MIB} MiB" get get
   echo
   echo "| cold cluster, storm $RANKS x $GRAPHS | wall s | compiles |"
   echo "|---|---|---|"

@@ -27,6 +27,7 @@ ABSL_FLAG(std::string, endpoint, "", "S3 endpoint URL (empty: AWS)");
 ABSL_FLAG(std::string, bucket, "", "bucket");
 ABSL_FLAG(std::string, region, "us-east-1", "region");
 ABSL_FLAG(int, part_size_mib, 16, "multipart part size, MiB");
+ABSL_FLAG(int, upload_concurrency, 4, "multipart parts in flight at once");
 ABSL_FLAG(int, total_deadline_s, 600, "total deadline per request, s");
 ABSL_FLAG(bool, sign_payload, true, "sha256 of bodies (else UNSIGNED-PAYLOAD)");
 
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   options.part_size = static_cast<uint64_t>(absl::GetFlag(FLAGS_part_size_mib))
                       << 20;
   options.multipart_threshold = options.part_size * 2;
+  options.upload_concurrency = absl::GetFlag(FLAGS_upload_concurrency);
   options.deadlines.total =
       absl::Seconds(absl::GetFlag(FLAGS_total_deadline_s));
   options.sign_payload = absl::GetFlag(FLAGS_sign_payload);

@@ -140,6 +140,9 @@ ABSL_FLAG(uint64_t, s3_part_size, uint64_t{16} << 20,
           "multipart upload part size in bytes (at least 5242880)");
 ABSL_FLAG(uint64_t, s3_multipart_threshold, uint64_t{64} << 20,
           "NEFFs this big or bigger upload in parts, in bytes");
+ABSL_FLAG(int64_t, s3_upload_concurrency, 4,
+          "parts of one multipart upload sent at once, each on its own "
+          "connection");
 ABSL_FLAG(int64_t, s3_breaker_failures, 5,
           "consecutive S3 failures that make neffd skip S3 for a backoff");
 ABSL_FLAG(DurationFlag, s3_breaker_backoff, DurationFlag{absl::Seconds(5)},
@@ -299,6 +302,9 @@ void RemoteOptionsFromFlags(const config::EnvSnapshot& env, RangeChecks& check,
                 "s3_part_size", absl::StrCat(remote->part_size),
                 "must be between 5242880 (S3's minimum) and 5368709120");
   remote->multipart_threshold = absl::GetFlag(FLAGS_s3_multipart_threshold);
+  const int64_t upload_concurrency = absl::GetFlag(FLAGS_s3_upload_concurrency);
+  check.Within("s3_upload_concurrency", upload_concurrency, 1, 64);
+  remote->upload_concurrency = static_cast<int>(upload_concurrency);
   const int64_t failures = absl::GetFlag(FLAGS_s3_breaker_failures);
   check.Within("s3_breaker_failures", failures, 1, kMaxCount);
   remote->breaker_failures = static_cast<int>(failures);

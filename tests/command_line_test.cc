@@ -74,6 +74,8 @@ TEST(NeffdCommandLineTest, BadFlagValuesExitTwoNamingTheFlag) {
       {"--s3_region=Mars 1", "--s3_region: \"Mars 1\" must be a region"},
       {"--s3_timeout=0", "--s3_timeout: \"0\" must be positive"},
       {"--s3_part_size=1024", "--s3_part_size: \"1024\" must be between"},
+      {"--s3_upload_concurrency=0",
+       "--s3_upload_concurrency: \"0\" must be between 1 and 64"},
       {"--s3_breaker_failures=0", "--s3_breaker_failures: \"0\" must be"},
   };
   for (const auto& [flag, message] : cases) {

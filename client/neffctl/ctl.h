@@ -78,7 +78,7 @@ class Ctl {
  public:
   // `address` is the ranks' socket (every read-only call); `admin_address`
   // the admin socket, where the calls that change the cache go (evict, gc,
-  // import, drain, undrain, stats -z). Empty: the environment or default.
+  // import, warm, drain, undrain, stats -z). Empty: the environment or default.
   // `credentials` are for a TCP address (client/daemon_channel.h).
   Ctl(std::string address, std::string admin_address,
       std::shared_ptr<grpc::ChannelCredentials> credentials, bool json);

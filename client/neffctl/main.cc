@@ -52,14 +52,14 @@ ABSL_FLAG(std::string, address, "",
           "daemon address (default $NEFFD_ADDRESS, else "
           "unix:/run/neffd/neffd.sock)");
 ABSL_FLAG(std::string, admin_address, "",
-          "the admin socket, for evict, gc, import, drain, undrain and "
+          "the admin socket, for evict, gc, import, warm, drain, undrain and "
           "stats -z (default $NEFFD_ADMIN_ADDRESS, else "
           "unix:/run/neffd/admin.sock)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM client certificate for a TCP address served with mutual TLS "
-          "(with --tls_key and --tls_ca)");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
+          "(with --tls-key and --tls-ca)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA certificate that signed the daemon's certificate");
 ABSL_FLAG(std::string, compiler_version, "",

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -17,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "store/digest.h"
 
 namespace neffd::remote {
@@ -128,6 +130,11 @@ absl::Status ValidateOptions(const S3ClientOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("S3ClientOptions.part_size: ", o.part_size,
                      " is below S3's minimum part size of ", kMinPartSize));
+  }
+  if (o.upload_concurrency < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "S3ClientOptions.upload_concurrency: ", o.upload_concurrency,
+        " is not a positive count"));
   }
   if (o.deadlines.connect <= absl::ZeroDuration() ||
       o.deadlines.total <= absl::ZeroDuration()) {
@@ -317,24 +324,54 @@ absl::Status S3Client::UploadFile(absl::string_view key, int fd) {
 
   absl::StatusOr<std::string> upload_id = CreateMultipartUpload(key);
   if (!upload_id.ok()) return upload_id.status();
-  std::vector<CompletedPart> parts;
-  absl::Status status;
-  for (uint64_t offset = 0; offset < size && status.ok();
-       offset += options_.part_size) {
-    absl::StatusOr<CompletedPart> part =
-        UploadPart(key, *upload_id, static_cast<int>(parts.size()) + 1, fd,
-                   offset, std::min(options_.part_size, size - offset));
-    if (part.ok()) {
-      parts.push_back(*std::move(part));
-    } else {
-      status = part.status();
-    }
-  }
-  if (status.ok()) status = CompleteMultipartUpload(key, *upload_id, parts);
+  absl::StatusOr<std::vector<CompletedPart>> parts =
+      UploadParts(key, *upload_id, fd, size);
+  absl::Status status = parts.status();
+  if (status.ok()) status = CompleteMultipartUpload(key, *upload_id, *parts);
   // Best effort: S3 keeps an unfinished upload's parts (and bills them) until
   // it is aborted; the first error is the one worth reporting.
   if (!status.ok()) AbortMultipartUpload(key, *upload_id).IgnoreError();
   return status;
+}
+
+absl::StatusOr<std::vector<CompletedPart>> S3Client::UploadParts(
+    absl::string_view key, absl::string_view upload_id, int fd, uint64_t size) {
+  const uint64_t part_size =
+      std::max(options_.part_size, (size + kMaxParts - 1) / kMaxParts);
+  const uint64_t part_count = (size + part_size - 1) / part_size;
+  std::vector<CompletedPart> parts(part_count);
+  absl::Mutex mu;
+  uint64_t next_part = 0;    // guarded by mu
+  absl::Status first_error;  // guarded by mu
+  auto send_parts = [&] {
+    for (;;) {
+      uint64_t index;
+      {
+        absl::MutexLock lock(&mu);
+        if (!first_error.ok() || next_part == part_count) return;
+        index = next_part++;
+      }
+      const uint64_t offset = index * part_size;
+      absl::StatusOr<CompletedPart> part =
+          UploadPart(key, upload_id, static_cast<int>(index) + 1, fd, offset,
+                     std::min(part_size, size - offset));
+      if (part.ok()) {
+        parts[index] = *std::move(part);
+        continue;
+      }
+      absl::MutexLock lock(&mu);
+      if (first_error.ok()) first_error = part.status();
+      return;
+    }
+  };
+  std::vector<std::thread> senders;
+  const uint64_t helpers =
+      std::min<uint64_t>(options_.upload_concurrency, part_count) - 1;
+  for (uint64_t i = 0; i < helpers; ++i) senders.emplace_back(send_parts);
+  send_parts();
+  for (std::thread& sender : senders) sender.join();
+  if (!first_error.ok()) return first_error;
+  return parts;
 }
 
 absl::StatusOr<ListObjectsPage> S3Client::ListObjectsV2(

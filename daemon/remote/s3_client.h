@@ -46,8 +46,9 @@
 
 namespace neffd::remote {
 
-// S3's smallest part (except the last).
+// S3's smallest part (except the last), and most parts in one upload.
 inline constexpr uint64_t kMinPartSize = 5 << 20;
+inline constexpr uint64_t kMaxParts = 10000;
 
 struct S3ClientOptions {
   // "http://127.0.0.1:4568" for an S3-compatible store; empty means AWS's
@@ -58,8 +59,14 @@ struct S3ClientOptions {
   HttpDeadlines deadlines;
   // UploadFile sends files of at least multipart_threshold bytes as a
   // multipart upload in parts of part_size bytes (>= kMinPartSize).
+  // A file too big for 10,000 such parts uses bigger ones.
   uint64_t part_size = 16 << 20;
   uint64_t multipart_threshold = 64 << 20;
+  // Parts of one upload in flight at once, each on its own connection: S3
+  // serves one connection at a fraction of a host's bandwidth, so the AWS
+  // CLI and boto3 send 10 at once. Memory use stays independent of the
+  // file's size (each part is streamed from the file).
+  int upload_concurrency = 4;
   bool sign_payload = true;
 };
 
@@ -103,7 +110,8 @@ class S3Client {
                                     absl::string_view upload_id);
 
   // The whole of `fd` as object `key`: PutObject below multipart_threshold,
-  // else a multipart upload, aborted if any part fails.
+  // else a multipart upload with upload_concurrency parts in flight, aborted
+  // if any part fails.
   absl::Status UploadFile(absl::string_view key, int fd);
 
   // One page (up to max_keys objects) of the keys under `prefix`; pass the
@@ -124,6 +132,10 @@ class S3Client {
   S3Client(S3ClientOptions options, CredentialsProvider* credentials);
   absl::StatusOr<HttpResponse> Execute(Call& call);
   absl::Status Fail(const Call& call, absl::Status status);
+  // The parts of [0, size) of `fd`, in order; the first failure.
+  absl::StatusOr<std::vector<CompletedPart>> UploadParts(
+      absl::string_view key, absl::string_view upload_id, int fd,
+      uint64_t size);
 
   const S3ClientOptions options_;
   CredentialsProvider* const credentials_;

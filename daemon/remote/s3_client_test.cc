@@ -241,6 +241,59 @@ TEST_F(S3ClientTest, LargeObjectGoesMultipartAndStreamsInBoundedMemory) {
   close(target);
 }
 
+TEST_F(S3ClientTest, PartsSentAtOnceAssembleInOrder) {
+  // Five parts, the last one short, with more senders than parts.
+  constexpr uint64_t kSize = (23 << 20) + 12345;
+  S3ClientOptions options;
+  options.part_size = kMinPartSize;
+  options.multipart_threshold = kMinPartSize;
+  options.upload_concurrency = 8;
+  std::unique_ptr<S3Client> client = Client(options);
+  const std::string dir = test_support::NewTempDir("parallel");
+  int source = open((dir + "/source").c_str(), O_RDWR | O_CREAT, 0644);
+  int target = open((dir + "/target").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(source, 0);
+  ASSERT_GE(target, 0);
+  const std::string sha256 = WriteLargeFile(source, kSize);
+
+  absl::Status upload = client->UploadFile("parallel/model.neff", source);
+  absl::StatusOr<uint64_t> got =
+      client->GetObject("parallel/model.neff", target);
+
+  ASSERT_TRUE(upload.ok()) << upload;
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, kSize);
+  EXPECT_EQ(HashFile(target), sha256);
+  EXPECT_EQ(CountRequests("partNumber="), 5);
+  close(source);
+  close(target);
+}
+
+TEST_F(S3ClientTest, FailedPartAbortsTheUploadAndLeavesNoObject) {
+  S3ClientOptions options;
+  options.part_size = kMinPartSize;
+  options.multipart_threshold = kMinPartSize;
+  options.upload_concurrency = 3;
+  options.sign_payload = false;  // as the daemon sends: read while sending
+  std::unique_ptr<S3Client> client = Client(options);
+  const std::string path = test_support::NewTempDir("unreadable") + "/neff";
+  int writer = open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(writer, 0);
+  WriteLargeFile(writer, 12 << 20);
+  // fstat works on a write-only descriptor; every pread of a part fails.
+
+  absl::Status upload = client->UploadFile("unreadable/model.neff", writer);
+
+  EXPECT_EQ(RemoteErrorCauseOf(upload), RemoteErrorCause::kOther) << upload;
+  EXPECT_TRUE(absl::StrContains(upload.message(), "reading the request body"))
+      << upload;
+  EXPECT_EQ(
+      RemoteErrorCauseOf(client->HeadObject("unreadable/model.neff").status()),
+      RemoteErrorCause::kNotFound);
+  EXPECT_EQ(CountRequests("DELETE"), 1) << "the upload is aborted once";
+  close(writer);
+}
+
 TEST_F(S3ClientTest, WrongSecretKeyIsAccessDeniedWithOneClearMessage) {
   std::unique_ptr<S3Client> client =
       ClientWithEnv("AWS_SECRET_ACCESS_KEY", "not-the-secret");
@@ -325,11 +378,15 @@ TEST(S3ClientOptionsTest, CreateNamesTheBadOption) {
   ftp.endpoint = "ftp://host";
   S3ClientOptions region;
   region.region = "US East";
+  S3ClientOptions no_senders;
+  no_senders.upload_concurrency = 0;
 
   EXPECT_TRUE(absl::StartsWith(error(small_parts), "S3ClientOptions.part_size"))
       << error(small_parts);
   EXPECT_TRUE(absl::StartsWith(error(ftp), "S3ClientOptions.endpoint"));
   EXPECT_TRUE(absl::StartsWith(error(region), "S3ClientOptions.region"));
+  EXPECT_TRUE(absl::StartsWith(error(no_senders),
+                               "S3ClientOptions.upload_concurrency"));
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ absl::Status RemoteTier::CreateClients() {
   s3.deadlines.total = options_.request_timeout;
   s3.part_size = options_.part_size;
   s3.multipart_threshold = options_.multipart_threshold;
+  s3.upload_concurrency = options_.upload_concurrency;
   // model.neff is verified against model.done by the store as it is
   // published, and S3 checks an upload's MD5/ETag itself: hashing each body
   // once more before sending it would read every NEFF twice.

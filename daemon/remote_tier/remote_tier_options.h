@@ -32,6 +32,7 @@ struct RemoteTierOptions {
   absl::Duration lookup_timeout = absl::Seconds(2);
   uint64_t part_size = uint64_t{16} << 20;
   uint64_t multipart_threshold = uint64_t{64} << 20;
+  int upload_concurrency = 4;
   int breaker_failures = 5;
   absl::Duration breaker_backoff = absl::Seconds(5);
   absl::Duration breaker_max_backoff = absl::Minutes(5);
