@@ -175,12 +175,19 @@ PublishMetadata WithCompileTime(
 
 std::unique_ptr<CacheClient> CacheClient::FromEnvironment(
     const std::string& address) {
+  return *FromEnvironment(address, ClientTls());
+}
+
+absl::StatusOr<std::unique_ptr<CacheClient>> CacheClient::FromEnvironment(
+    const std::string& address, const ClientTls& tls) {
+  if (absl::Status s = CheckTlsFiles(tls); !s.ok()) return s;
   const config::EnvSnapshot env = config::EnvSnapshot::FromProcessEnvironment();
   for (const std::string& warning : env.warnings()) {
     std::fprintf(stderr, "neffd client: warning: %s\n", warning.c_str());
   }
   CacheClientOptions options = CacheClientOptions::FromEnv(env);
   if (!address.empty()) options.address = address;
+  options.tls = tls;
   return std::make_unique<CacheClient>(std::move(options));
 }
 
@@ -219,7 +226,7 @@ Backend& CacheClient::Daemon() {
     if (!credentials.ok()) {
       // The daemon will refuse a plaintext TCP call: the rank falls back to
       // the filesystem, and says why.
-      Warn(absl::StrCat("neffd client: ", credentials.status().message(),
+      Warn(absl::StrCat(credentials.status().message(),
                         "; connecting without TLS"));
     }
     daemon_ = std::make_unique<DaemonBackend>(

@@ -180,6 +180,13 @@ class CacheClient {
   // NEFFD_ADDRESS when non-empty. Prints the registry's warnings.
   static std::unique_ptr<CacheClient> FromEnvironment(
       const std::string &address = "");
+  // The same with `tls` for a TCP address (the C ABI's and the Python
+  // module's TLS options). InvalidArgument naming the file if one it names
+  // cannot be read (CheckTlsFiles); a set that is not whole (no client
+  // certificate, say) is what CacheClientOptions::tls makes of it: a
+  // warning at the first connect, no TLS, and so the filesystem.
+  static absl::StatusOr<std::unique_ptr<CacheClient>> FromEnvironment(
+      const std::string &address, const ClientTls &tls);
 
   explicit CacheClient(CacheClientOptions options);
   // Writes the metric tables one last time.

@@ -23,6 +23,19 @@ std::string ResolveAdminAddress(const std::string& address) {
       "NEFFD_ADMIN_ADDRESS");
 }
 
+absl::Status CheckTlsFiles(const ClientTls& tls) {
+  const std::pair<absl::string_view, const std::string*> files[] = {
+      {"tls_cert", &tls.cert}, {"tls_key", &tls.key}, {"tls_ca", &tls.ca}};
+  for (const auto& [option, path] : files) {
+    if (path->empty()) continue;
+    std::string content;
+    if (absl::Status s = ReadOptionFiles({{option, path, &content}}); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(
     const ClientTls& tls) {
   if (!tls.any()) return grpc::InsecureChannelCredentials();

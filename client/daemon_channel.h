@@ -39,6 +39,11 @@ std::string ResolveDaemonAddress(const std::string& address);
 // else unix:/run/neffd/admin.sock.
 std::string ResolveAdminAddress(const std::string& address);
 
+// OK if every file `tls` names can be read (a set need not be whole here);
+// else InvalidArgument "tls_ca: cannot read PATH: why" for the first that
+// cannot (tls_cert, tls_key, tls_ca: the C ABI's and Python's names).
+absl::Status CheckTlsFiles(const ClientTls& tls);
+
 // Insecure credentials without TLS files; with all three, mutual TLS.
 // InvalidArgument naming the option for half a set or an unreadable file.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(

@@ -62,9 +62,23 @@ void neff_compile_set_log(const neff_compile_job* job, const char* log) {
 }
 
 neff_status neff_client_new(const char* address, neff_client** out) {
+  return neff_client_new_tls(address, nullptr, nullptr, nullptr, out);
+}
+
+neff_status neff_client_new_tls(const char* address, const char* tls_ca,
+                                const char* tls_cert, const char* tls_key,
+                                neff_client** out) {
   neff_status status;
   if (Missing(out, "out", &status)) return status;
-  *out = new neff_client{neffd::CacheClient::FromEnvironment(OrEmpty(address))};
+  *out = nullptr;
+  neffd::ClientTls tls;
+  tls.ca = OrEmpty(tls_ca);
+  tls.cert = OrEmpty(tls_cert);
+  tls.key = OrEmpty(tls_key);
+  absl::StatusOr<std::unique_ptr<neffd::CacheClient>> client =
+      neffd::CacheClient::FromEnvironment(OrEmpty(address), tls);
+  if (!client.ok()) return FromStatus(client.status());
+  *out = new neff_client{*std::move(client)};
   return NEFF_OK;
 }
 

@@ -67,6 +67,19 @@ void neff_compile_set_log(const neff_compile_job* job, const char* log);
 /* A client for the daemon at `address` (NULL or "": NEFFD_ADDRESS, else the
  * default socket). Connects lazily; never fails because the daemon is down. */
 neff_status neff_client_new(const char* address, neff_client** out);
+
+/* neff_client_new with mutual TLS for a TCP `address` (docs/SECURITY.md):
+ * PEM files of the CA that signed the daemon's certificate, this client's
+ * certificate chain and its private key; NULL or "" for none. A unix socket
+ * ignores them. NEFF_INVALID_ARGUMENT (neff_last_error() names the file and
+ * why) if a file given cannot be read. Give all three: with only some (no
+ * client certificate, say) the client does what the C++ client does with
+ * such a CacheClientOptions::tls: it warns on stderr at its first call and
+ * connects without TLS, which such a daemon refuses, so the calls fall back
+ * to the cache directories. */
+neff_status neff_client_new_tls(const char* address, const char* tls_ca,
+                                const char* tls_cert, const char* tls_key,
+                                neff_client** out);
 void neff_client_free(neff_client* client);
 
 /* The cache key (64 lowercase hex digits, NUL-terminated) of a lowered graph:

@@ -111,6 +111,16 @@ int main(void) {
         NEFF_INVALID_ARGUMENT);
   neff_client_free(client);
 
+  /* TLS files that cannot be read: an error naming the file, no client. */
+  client = (neff_client*)&failures;
+  CHECK(neff_client_new_tls("127.0.0.1:1", "/nonexistent/ca.pem", NULL, NULL,
+                            &client) == NEFF_INVALID_ARGUMENT);
+  CHECK(client == NULL);
+  CHECK(strstr(neff_last_error(), "tls_ca") != NULL);
+  CHECK(strstr(neff_last_error(), "/nonexistent/ca.pem") != NULL);
+  CHECK(neff_client_new_tls(NULL, NULL, NULL, NULL, &client) == NEFF_OK);
+  neff_client_free(client);
+
   if (failures == 0) printf("PASS\n");
   return failures == 0 ? 0 : 1;
 }

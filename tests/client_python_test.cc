@@ -1,11 +1,16 @@
 // The Python module against a real neffd: 32 Python rank processes
 // (examples/rank_sim.py under the system python3, importing the
 // //client/python:neffclient extension) ask for 16 graphs each in their own
-// order; exactly 16 compiles, identical files, no errors.
+// order; exactly 16 compiles, identical files, no errors. The module's
+// surface, and its mutual TLS options against a daemon on TCP.
+#include <signal.h>
+#include <unistd.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
+#include "tests/harness/tls.h"
 #include "tests/rank_fleet.h"
 
 namespace neffd::test_support {
@@ -120,6 +125,59 @@ print("PASS")
   EXPECT_TRUE(absl::StrContains(cache, "\nfailures,1\n")) << cache;
   const std::string alloc = ReadFile(root + "/metrics/allocator_rank3.csv");
   EXPECT_TRUE(absl::StrContains(alloc, "\nnum_ooms,0\n")) << alloc;
+}
+
+// Client(address, tls_ca=, tls_cert=, tls_key=) against a daemon serving
+// TCP with mutual TLS: with a certificate signed by the CA it compiles once
+// and then hits (the path is the daemon's tier copy); with the CA alone it
+// does what the C++ client does (a warning, no TLS, refused, the cache
+// directories: a miss for the daemon's entry); a file it cannot read is a
+// ValueError naming it.
+TEST(ClientPythonTest, MutualTlsOptions) {
+  const std::string root = NewTempDir("python_tls");
+  MakeTestCertificates(root);
+  const int port = 20000 + (getpid() + 7) % 30000;
+  std::unique_ptr<Process> daemon = StartTlsDaemon(root, root, port);
+  ASSERT_NE(daemon, nullptr);
+  const std::string script = R"(
+import neffclient, sys
+root, address = sys.argv[1], sys.argv[2]
+files = dict(tls_ca=root + "/ca.pem", tls_cert=root + "/client.pem",
+             tls_key=root + "/client.key")
+def compile_fn(path):
+    with open(path, "wb") as f:
+        f.write(b"neff over TLS")
+neffclient.Client(address, **files).get_or_compile("neff", "1.0", "k", compile_fn)
+p = neffclient.Client(address, **files).lookup("neff", "1.0", "k")
+assert p is not None and p.startswith(root + "/local/tier/"), p
+assert open(p, "rb").read() == b"neff over TLS"
+no_cert = neffclient.Client(address, tls_ca=root + "/ca.pem")
+assert no_cert.lookup("neff", "1.0", "k") is None
+q = no_cert.get_or_compile("neff", "1.0", "q", compile_fn)
+assert q.startswith(root + "/fallback/neff/"), q
+try:
+    neffclient.Client(address, tls_ca=root + "/ca.pem",
+                      tls_cert=root + "/client.pem", tls_key=root + "/none.key")
+    raise SystemExit("no exception")
+except ValueError as e:
+    assert "tls_key" in str(e) and root + "/none.key" in str(e), e
+print("PASS")
+)";
+  const std::string path = root + "/tls.py";
+  WriteFile(path, script);
+  CommandResult run = RunCommand(
+      {"/usr/bin/python3", path, root, absl::StrCat("127.0.0.1:", port)},
+      PythonEnv(
+          {"PYTHONPATH=" + ModuleDir(),
+           "TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/fallback/neff",
+           "TORCH_NEURONX_HLO_CACHE_DIR=" + root + "/fallback/hlo",
+           "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root + "/fallback/local",
+           "TORCH_NEURONX_DEBUG_DIR=" + root + "/fallback/debug"}));
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.out, "PASS\n") << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "connecting without TLS")) << run.err;
+  daemon->Signal(SIGTERM);
+  EXPECT_EQ(daemon->Wait(), 0);
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ found=$(eval "$(tail -1 <<<"$out")"; command -v neuronx-cc)
 # nm's output is read whole: `nm | grep -q` under pipefail fails whenever grep
 # exits at its match before nm has written everything (SIGPIPE).
 exported=$(nm -D --defined-only "$prefix/lib/libneffclient.so")
-for symbol in neff_client_new neff_get_or_compile neff_lookup neff_free; do
+for symbol in neff_client_new neff_client_new_tls neff_get_or_compile neff_lookup \
+  neff_free; do
   grep -qw "$symbol" <<<"$exported" ||
     { echo "libneffclient.so does not export $symbol"; exit 1; }
 done

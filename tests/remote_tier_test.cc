@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/harness/cluster.h"
@@ -49,6 +50,22 @@ int CountLines(const std::string& text, const std::string& needle) {
   if (s.ok()) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << key << ": " << s << "; daemon: " << host.process().Stderr();
+}
+
+CommandResult Neffctl(const DaemonProcess& daemon,
+                      std::vector<std::string> args) {
+  std::vector<std::string> argv = daemon.NeffctlArgv();
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+// The value of the sample `series` (name and labels) in a Prometheus
+// exposition, or "" if it has none.
+std::string Sample(const std::string& exposition, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (absl::ConsumePrefix(&line, series + " ")) return std::string(line);
+  }
+  return "";
 }
 
 class RemoteTierTest : public ::testing::Test {
@@ -131,7 +148,11 @@ TEST_F(RemoteTierTest, AlteredOrTruncatedObjectIsNeverServed) {
 
 TEST_F(RemoteTierTest, DeadS3IsAMissAndQueuedUploadsFinishAfterSigkill) {
   const int port = s3_->port();
-  Cluster c(root_ + "/c", RemoteFlags(*s3_));
+  const std::string metrics = root_ + "/c0.prom";
+  std::vector<std::string> flags = RemoteFlags(*s3_);
+  flags.push_back("--metrics_textfile=" + metrics);
+  flags.push_back("--metrics_interval=0.2");
+  Cluster c(root_ + "/c", flags);
   c.AddHost("h0", S3Env());
   s3_->Kill();
 
@@ -147,6 +168,32 @@ TEST_F(RemoteTierTest, DeadS3IsAMissAndQueuedUploadsFinishAfterSigkill) {
   // Five failures in a row: S3 is skipped, and stats says so.
   EXPECT_EQ(stats.remote_breaker(), "open");
   EXPECT_GT(stats.remote_skipped(), 0u);
+  // Every view names the cause: neffctl stats, its JSON and the metrics,
+  // which have a series for every cause, failed or not.
+  const CommandResult text = Neffctl(c.host(0), {"stats"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(absl::StrContains(text.out, "connection_refused=")) << text.out;
+  EXPECT_FALSE(absl::StrContains(text.out, "access_denied=")) << text.out;
+  const CommandResult json = Neffctl(c.host(0), {"--json", "stats"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(
+      absl::StrContains(json.out, "\"remote_errors_connection_refused\":\""))
+      << json.out;
+  const std::string refused =
+      "neffd_remote_errors_total{cause=\"connection_refused\"}";
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const std::string value = Sample(ReadFile(metrics), refused);
+        return !value.empty() && value != "0";
+      },
+      absl::Seconds(10)))
+      << ReadFile(metrics);
+  for (const char* cause :
+       {"access_denied", "throttled", "timeout", "server_error", "other"}) {
+    const std::string series =
+        absl::StrCat("neffd_remote_errors_total{cause=\"", cause, "\"}");
+    EXPECT_NE(Sample(ReadFile(metrics), series), "") << series;
+  }
 
   c.host(0).Signal(SIGKILL);
   c.host(0).Wait();
@@ -259,13 +306,6 @@ v1::LookupResponse Lookup(const DaemonProcess& daemon, const std::string& key) {
   grpc::ClientContext context;
   (void)daemon.NewStub()->Lookup(&context, request, &response);
   return response;
-}
-
-CommandResult Neffctl(const DaemonProcess& daemon,
-                      std::vector<std::string> args) {
-  std::vector<std::string> argv = daemon.NeffctlArgv();
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunCommand(argv);
 }
 
 TEST_F(RemoteTierTest, WarmPullsAManifestAndEveryViewShowsTheTiers) {

@@ -41,7 +41,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -50,6 +49,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "bench/storm/expected.h"
+#include "bench/storm/storm_daemon.h"
 #include "tests/harness/process.h"
 
 ABSL_FLAG(int, ranks, 128, "rank processes");
@@ -149,32 +149,6 @@ double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(q * (v.size() - 1))];
-}
-
-uint64_t StatField(const std::string& json, const std::string& name) {
-  const std::string field = "\"" + name + "\":\"";
-  size_t at = json.find(field);
-  return at == std::string::npos ? 0
-                                 : std::stoull(json.substr(at + field.size()));
-}
-
-double CpuSeconds(pid_t pid) {
-  std::string stat =
-      test_support::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::vector<std::string> f =
-      absl::StrSplit(stat.substr(close + 2), ' ', absl::SkipEmpty());
-  if (f.size() < 13) return 0;
-  return (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
-}
-
-// Bytes the process has passed through read(2) so far, from any file or
-// socket (/proc/<pid>/io rchar).
-uint64_t ReadChars(pid_t pid) {
-  std::string io = test_support::ReadFile(absl::StrCat("/proc/", pid, "/io"));
-  size_t at = io.find("rchar: ");
-  return at == std::string::npos ? 0 : std::stoull(io.substr(at + 7));
 }
 
 // What the ranks of one phase measured.
@@ -393,87 +367,6 @@ Phase RunRanks(const Mode& mode, const std::string& root,
   return phase;
 }
 
-std::unique_ptr<test_support::DaemonProcess> StartDaemon(
-    const std::string& root) {
-  std::vector<std::string> flags = absl::StrSplit(
-      absl::GetFlag(FLAGS_daemon_flags), ' ', absl::SkipWhitespace());
-  // Info level: the daemon logs when it answered each key's waiters.
-  auto daemon = std::make_unique<test_support::DaemonProcess>(
-      root, flags, std::vector<std::string>{"TORCH_NEURONX_LOG_LEVEL=2"});
-  if (!daemon->Start()) {
-    std::fprintf(stderr, "neffd did not start\n");
-    return nullptr;
-  }
-  return daemon;
-}
-
-// The daemon's counters and its process's resource use, at one moment.
-struct DaemonFigures {
-  uint64_t store_metadata_ops = 0;
-  uint64_t tier_filled_bytes = 0;  // bytes read from the shared store
-  double cpu_s = 0;
-  uint64_t read_chars = 0;
-};
-
-DaemonFigures ReadDaemonFigures(test_support::DaemonProcess& daemon) {
-  test_support::CommandResult stats = test_support::RunCommand(
-      {test_support::Runfile("client/neffctl"), "--address=" + daemon.address(),
-       "--json", "stats"});
-  DaemonFigures figures;
-  figures.store_metadata_ops = StatField(stats.out, "store_metadata_ops");
-  figures.tier_filled_bytes = StatField(stats.out, "local_tier_filled_bytes");
-  figures.cpu_s = CpuSeconds(daemon.process().pid());
-  figures.read_chars = ReadChars(daemon.process().pid());
-  return figures;
-}
-
-// Polls the daemon's stats until its S3 outbox is empty (or 10 minutes).
-void WaitForUploads(test_support::DaemonProcess& daemon) {
-  const absl::Time deadline = absl::Now() + absl::Minutes(10);
-  while (absl::Now() < deadline) {
-    test_support::CommandResult stats = test_support::RunCommand(
-        {test_support::Runfile("client/neffctl"),
-         "--address=" + daemon.address(), "--json", "stats"});
-    if (stats.exit_code == 0 && StatField(stats.out, "upload_queue") == 0) {
-      return;
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  std::fprintf(stderr, "the daemon's S3 uploads did not finish\n");
-}
-
-// The value of `name=` in a log line ("" if absent).
-absl::string_view LogValue(absl::string_view line, absl::string_view name) {
-  const std::string field = absl::StrCat(" ", name, "=");
-  size_t at = line.find(field);
-  if (at == absl::string_view::npos) return "";
-  absl::string_view v = line.substr(at + field.size());
-  return v.substr(0, v.find(' '));
-}
-
-// The daemon's own side of the handoff, from its log: for each publish,
-// milliseconds from the Publish call to answering every parked waiter; and
-// when each graph's NEFF was renamed into its tier, the release (into
-// `phase`).
-std::vector<double> DaemonAnswerMs(const std::string& log, Phase& phase) {
-  std::vector<double> out;
-  for (absl::string_view line : absl::StrSplit(log, '\n')) {
-    if (!absl::StrContains(line, "event=waiters_answered")) continue;
-    int64_t us = 0;
-    if (absl::SimpleAtoi(LogValue(line, "since_publish_us"), &us)) {
-      out.push_back(us / 1e3);
-    }
-    absl::string_view entry = LogValue(line, "entry");
-    int g = 0;
-    if (absl::ConsumePrefix(&entry, "neff/bench/storm") &&
-        absl::SimpleAtoi(entry, &g) &&
-        absl::SimpleAtoi(LogValue(line, "renamed_unix_us"), &us)) {
-      phase.released_us[g] = us;
-    }
-  }
-  return out;
-}
-
 std::string Ms(const std::vector<double>& v, double q) {
   return v.empty() ? std::string("-")
                    : absl::StrFormat("%.1f", Percentile(v, q));
@@ -499,8 +392,12 @@ bool RunMode(const Mode& mode) {
   std::filesystem::create_directories(root + "/neff");
   setenv("TEST_TMPDIR", root.c_str(), 1);
   const bool with_daemon = mode.kind == "daemon";
+  const std::vector<std::string> daemon_flags = absl::StrSplit(
+      absl::GetFlag(FLAGS_daemon_flags), ' ', absl::SkipWhitespace());
   std::unique_ptr<test_support::DaemonProcess> daemon;
-  if (with_daemon && !(daemon = StartDaemon(root))) return false;
+  if (with_daemon && !(daemon = StartStormDaemon(root, daemon_flags))) {
+    return false;
+  }
   auto address = [&] {
     return daemon ? daemon->address() : "unix:" + root + "/none";
   };
@@ -520,7 +417,9 @@ bool RunMode(const Mode& mode) {
     }
     std::filesystem::remove_all(root + "/local");
     std::filesystem::remove_all(root + "/debug");
-    if (with_daemon && !(daemon = StartDaemon(root))) return false;
+    if (with_daemon && !(daemon = StartStormDaemon(root, daemon_flags))) {
+      return false;
+    }
   }
   // The daemon's figures count while the clock runs (not its start-up, the
   // ranks' connecting Lookup, or the byte checks after the clock).
@@ -550,9 +449,9 @@ bool RunMode(const Mode& mode) {
     if (absl::GetFlag(FLAGS_wait_uploads)) WaitForUploads(*daemon);
     daemon->Signal(SIGTERM);
     daemon->Wait();
-    std::vector<double> answer_ms =
-        DaemonAnswerMs(daemon->process().Stderr(), phase);
-    answer = Ms(answer_ms, 0.99);
+    const DaemonAnswers answers = ParseDaemonLog(daemon->process().Stderr());
+    for (const auto& [g, us] : answers.released_us) phase.released_us[g] = us;
+    answer = Ms(answers.answer_ms, 0.99);
   }
   const std::vector<double> notification_ms = phase.NotificationMs();
   const int expect = absl::GetFlag(FLAGS_expect_compiles);

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/neffctl/ctl.h"
+#include "proto/remote_error_causes.h"
 
 namespace neffd::ctl {
 
@@ -19,22 +20,13 @@ void PrintRemoteStats(const v1::Stats& s) {
         HumanDuration(absl::Milliseconds(s.remote_breaker_retry_ms())),
         " more");
   }
-  const uint64_t errors =
-      s.remote_errors_access_denied() + s.remote_errors_throttled() +
-      s.remote_errors_timeout() + s.remote_errors_connection_refused() +
-      s.remote_errors_server_error() + s.remote_errors_other();
   std::string causes;
-  const std::pair<const char*, uint64_t> by_cause[] = {
-      {"access_denied", s.remote_errors_access_denied()},
-      {"throttled", s.remote_errors_throttled()},
-      {"timeout", s.remote_errors_timeout()},
-      {"connection_refused", s.remote_errors_connection_refused()},
-      {"server_error", s.remote_errors_server_error()},
-      {"other", s.remote_errors_other()},
-  };
-  for (const auto& [cause, count] : by_cause) {
-    if (count > 0)
-      absl::StrAppend(&causes, causes.empty() ? "" : " ", cause, "=", count);
+  for (const RemoteErrorCauseField& cause : kRemoteErrorCauses) {
+    const uint64_t count = (s.*cause.get)();
+    if (count > 0) {
+      absl::StrAppend(&causes, causes.empty() ? "" : " ", cause.name, "=",
+                      count);
+    }
   }
   PrintTable(
       {
@@ -53,7 +45,7 @@ void PrintRemoteStats(const v1::Stats& s) {
                ? absl::StrCat("oldest ", HumanDuration(absl::Milliseconds(
                                              s.upload_queue_oldest_ms())))
                : ""},
-          {"  errors", absl::StrCat(errors), causes},
+          {"  errors", absl::StrCat(RemoteErrorsTotal(s)), causes},
           {"  breaker", breaker,
            absl::StrCat(s.remote_skipped(), " calls skipped")},
       },

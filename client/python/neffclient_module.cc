@@ -4,6 +4,8 @@
 //
 //   import neffclient
 //   client = neffclient.Client()            # or Client(address="unix:/...")
+//   # a TCP daemon with mutual TLS: Client(address="host:port",
+//   #     tls_ca="ca.pem", tls_cert="rank.pem", tls_key="rank.key")
 //   key = client.derive_key(hlo_bytes, "-O1 --lnc 2", "2.19.8089.0")
 //   path = client.get_or_compile("neff", "2.19.8089.0", key, compile_fn)
 //   client.lookup("neff", "2.19.8089.0", key)   # path or None
@@ -170,8 +172,15 @@ class PyClient {
  public:
   // The "allocator" metric table reports the default pool until
   // attach_allocator names another.
-  explicit PyClient(std::optional<std::string> address)
-      : client_(CacheClient::FromEnvironment(address.value_or(""))) {
+  // Raises ValueError if a TLS file given cannot be read.
+  PyClient(const std::optional<std::string>& address,
+           const std::optional<std::string>& tls_ca = std::nullopt,
+           const std::optional<std::string>& tls_cert = std::nullopt,
+           const std::optional<std::string>& tls_key = std::nullopt)
+      : client_(ValueOrRaise(CacheClient::FromEnvironment(
+            address.value_or(""),
+            ClientTls{tls_cert.value_or(""), tls_key.value_or(""),
+                      tls_ca.value_or("")}))) {
     client_->SetAllocatorStats([] {
       const auto& pool = DefaultPool();
       return pool.ok() ? (*pool)->Stats()
@@ -279,10 +288,18 @@ PYBIND11_MODULE(neffclient, m) {
   py::exec(neffd::python::kExceptions, m.attr("__dict__"));
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<std::optional<std::string>>(),
-           py::arg("address") = py::none(),
+      .def(py::init<const std::optional<std::string>&,
+                    const std::optional<std::string>&,
+                    const std::optional<std::string>&,
+                    const std::optional<std::string>&>(),
+           py::arg("address") = py::none(), py::kw_only(),
+           py::arg("tls_ca") = py::none(), py::arg("tls_cert") = py::none(),
+           py::arg("tls_key") = py::none(),
            "A client for the daemon at `address` (default $NEFFD_ADDRESS); "
-           "settings from the TORCH_NEURONX_* environment.")
+           "settings from the TORCH_NEURONX_* environment. For a TCP address "
+           "served with mutual TLS: tls_ca (the CA that signed the daemon's "
+           "certificate), tls_cert and tls_key (this client's), PEM file "
+           "paths; ValueError if one cannot be read.")
       .def("get_or_compile", &PyClient::GetOrCompile, py::arg("namespace"),
            py::arg("compiler_version"), py::arg("key"), py::arg("compile_fn"),
            "The entry's path; calls compile_fn(path) only if this rank must "

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/log/log.h"
+#include "proto/remote_error_causes.h"
 
 namespace neffd {
 namespace {
@@ -218,16 +219,13 @@ void RemoteTier::FillStats(v1::Stats* stats) const {
   }
   stats->set_remote_bytes_in(in);
   stats->set_remote_bytes_out(out);
-  auto count = [&](remote::RemoteErrorCause cause) {
-    return errors[static_cast<int>(cause)];
-  };
-  using Cause = remote::RemoteErrorCause;
-  stats->set_remote_errors_access_denied(count(Cause::kAccessDenied));
-  stats->set_remote_errors_throttled(count(Cause::kThrottled));
-  stats->set_remote_errors_timeout(count(Cause::kTimeout));
-  stats->set_remote_errors_connection_refused(count(Cause::kConnectionRefused));
-  stats->set_remote_errors_server_error(count(Cause::kServerError));
-  stats->set_remote_errors_other(count(Cause::kOther));
+  // Stats counts each cause under the name the S3 client gives it; the one
+  // it has no field for (not_found) is an answer, not an error.
+  for (int i = 0; i < remote::kRemoteErrorCauseCount; ++i) {
+    const RemoteErrorCauseField* field = FindRemoteErrorCause(
+        remote::RemoteErrorCauseName(static_cast<remote::RemoteErrorCause>(i)));
+    if (field != nullptr) (stats->*field->set)(errors[i]);
+  }
   if (outbox_ != nullptr) {
     stats->set_upload_queue(outbox_->size());
     stats->set_upload_queue_oldest_ms(

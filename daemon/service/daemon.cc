@@ -1,18 +1,10 @@
 #include "daemon/service/daemon.h"
 
-#include <errno.h>
-#include <grp.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/cluster/gc_coordinator.h"
@@ -28,6 +20,7 @@
 #include "daemon/service/admin_service.h"
 #include "daemon/service/compile_cache_service.h"
 #include "daemon/service/health_service.h"
+#include "daemon/service/local_dir.h"
 #include "daemon/service/maintenance.h"
 #include "daemon/service/scheduler.h"
 #include "daemon/service/server_options.h"
@@ -46,10 +39,6 @@
 namespace neffd {
 namespace {
 
-constexpr long kNfsSuperMagic = 0x6969;
-constexpr long kLustreSuperMagic = 0x0BD00BD0;
-constexpr long kSmbSuperMagic = 0x517B;
-constexpr long kCifsMagic = 0xFF534D42;
 constexpr absl::Duration kTickInterval = absl::Milliseconds(100);
 constexpr absl::Duration kAccessFlushInterval = absl::Seconds(10);
 constexpr absl::Duration kStagingSweepInterval = absl::Minutes(1);
@@ -100,7 +89,7 @@ UnixListener::Options SocketOptions(mode_t mode, const std::string &group,
 // The defaults that depend on other options or on the host.
 void FillDerivedDefaults(DaemonOptions &options) {
   if (options.index_dir.empty()) {
-    options.index_dir = options.local_dir + "/index";
+    options.index_dir = LocalDir{options.local_dir}.index();
   }
   if (options.host_id.empty()) {
     char host[256] = {};
@@ -111,38 +100,12 @@ void FillDerivedDefaults(DaemonOptions &options) {
 
 }  // namespace
 
-absl::Status CheckLocalFilesystem(const std::string &path) {
-  struct statfs fs;
-  if (statfs(path.c_str(), &fs) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("statfs ", path));
-  }
-  const char *kind = nullptr;
-  switch (static_cast<long>(fs.f_type)) {
-    case kNfsSuperMagic:
-      kind = "nfs";
-      break;
-    case kLustreSuperMagic:
-      kind = "lustre";
-      break;
-    case kSmbSuperMagic:
-    case kCifsMagic:
-      kind = "smb";
-      break;
-  }
-  if (kind == nullptr) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("local dir ", path, " is on ", kind,
-                   "; TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR must be a local "
-                   "filesystem"));
-}
-
 // The daemon's parts, in the order Start builds them (and the reverse of
 // the order they are destroyed in). Each step of Start is one method.
 struct Daemon::Parts {
-  explicit Parts(DaemonOptions o) : options(std::move(o)) {}
+  explicit Parts(DaemonOptions o)
+      : options(std::move(o)), local_dir{options.local_dir} {}
 
-  // {local_dir} on a local filesystem, with its staging and lock dirs.
-  absl::Status PrepareLocalDir();
   absl::Status OpenStores();
   absl::Status OpenIndex();
   void BuildLockTable();
@@ -162,10 +125,8 @@ struct Daemon::Parts {
   void Tick(bool watchdog, absl::Duration watchdog_ping);
   void WriteMetrics();
 
-  std::string staging_dir() const { return options.local_dir + "/staging"; }
-  std::string locks_dir() const { return options.local_dir + "/locks"; }
-
   DaemonOptions options;
+  LocalDir local_dir;
   // Who connected to the unix sockets (outlives every part that asks).
   PeerRegistry peers;
   std::unique_ptr<Store> neff_store;
@@ -201,33 +162,6 @@ struct Daemon::Parts {
   bool shut_down = false;
 };
 
-absl::Status Daemon::Parts::PrepareLocalDir() {
-  if (absl::Status s = MakeGroupDirs(options.local_dir, kLocalDirMode);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckLocalFilesystem(options.local_dir); !s.ok()) {
-    return s;
-  }
-  // The ranks' group may create lock files and stage outputs, and read the
-  // tier; other users get nothing (docs/SECURITY.md). Set on every start,
-  // so a directory made by an older neffd (staging was 01777) is closed.
-  const std::pair<std::string, int> dirs[] = {
-      {locks_dir(), kLocalDirMode},
-      {staging_dir(), kStagingDirMode},
-      {options.local_dir + "/tier", kTierDirMode}};
-  for (const auto &[dir, mode] : dirs) {
-    if (absl::Status s = MakeGroupDirs(dir, mode); !s.ok()) return s;
-    if (absl::Status s =
-            RestrictToGroup(dir, mode, options.socket_group,
-                            /*group_required=*/false, "--socket_group");
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Daemon::Parts::OpenStores() {
   StoreOptions store_options;
   store_options.host_id = options.host_id;
@@ -262,7 +196,7 @@ absl::Status Daemon::Parts::OpenIndex() {
 void Daemon::Parts::BuildLockTable() {
   liveness = NewProcLiveness(options.host_id);
   FileLocksOptions file_options;
-  file_options.locks_dir = locks_dir();
+  file_options.locks_dir = local_dir.locks();
   file_options.shared = options.shared_leases;
   file_options.host_id = options.host_id;
   file_options.stale_after = options.lease_ttl;
@@ -297,7 +231,7 @@ void Daemon::Parts::BuildLockTable() {
 absl::Status Daemon::Parts::OpenTier() {
   if (!options.local_tier) return absl::OkStatus();
   LocalTierOptions tier_options;
-  tier_options.dir = options.local_dir + "/tier";
+  tier_options.dir = local_dir.tier();
   tier_options.capacity_bytes = options.local_tier_bytes;
   tier_options.env = options.env;
   absl::StatusOr<std::unique_ptr<LocalTier>> opened =
@@ -311,7 +245,7 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
   PublisherOptions publisher_options;
   publisher_options.host_id = options.host_id;
   staging_quota = std::make_unique<StagingQuota>(
-      StagingQuotaOptions{staging_dir(), options.staging_quota_per_uid,
+      StagingQuotaOptions{local_dir.staging(), options.staging_quota_per_uid,
                           absl::Hours(1), options.env});
   publisher_options.check_staged =
       [quota = staging_quota.get()](const std::string &path) {
@@ -326,7 +260,7 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
   remote_parts.publisher = publisher.get();
   remote_parts.tier = tier.get();
   remote_parts.index = index.get();
-  remote_parts.staging_dir = staging_dir();
+  remote_parts.staging_dir = local_dir.staging();
   remote_parts.host_id = options.host_id;
   remote_parts.environment = remote::ProcessEnvironment();
   absl::StatusOr<std::unique_ptr<RemoteTier>> opened =
@@ -339,7 +273,7 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
 void Daemon::Parts::BuildServices() {
   ServiceOptions service_options;
   service_options.host_id = options.host_id;
-  service_options.staging_dir = staging_dir();
+  service_options.staging_dir = local_dir.staging();
   service_options.default_lock_timeout = options.lock_timeout;
   service_options.max_entry_bytes = options.max_entry_bytes;
   service_options.max_inline_bytes = options.max_inline_bytes;
@@ -377,7 +311,7 @@ void Daemon::Parts::BuildServices() {
   // Cluster gc: one evictor per store, recency from every host's journal.
   GcCoordinatorOptions gc_options;
   gc_options.host_id = options.host_id;
-  gc_options.locks_dir = locks_dir() + "/.gc";
+  gc_options.locks_dir = local_dir.locks() + "/.gc";
   gc_options.lease_ttl = options.lease_ttl;
   gc_options.max_size_bytes = options.max_cache_size;
   gc_options.interval = options.gc_interval;
@@ -543,7 +477,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     if (absl::Status s = PrepareSocketPath(address); !s.ok()) return s;
   }
   auto parts = std::make_unique<Parts>(std::move(options));
-  if (absl::Status s = parts->PrepareLocalDir(); !s.ok()) return s;
+  if (absl::Status s =
+          PrepareLocalDir(parts->local_dir, parts->options.socket_group);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = parts->OpenStores(); !s.ok()) return s;
   if (absl::Status s = parts->OpenIndex(); !s.ok()) return s;
   parts->BuildLockTable();

@@ -1,12 +1,12 @@
 // daemon/service/daemon.h
 //
 // Daemon assembles one neffd: it checks the directories (the local dir must be
-// on a local filesystem), opens the stores, the index and the lock table,
-// serves CompileCache, CacheAdmin, grpc.health.v1.Health and server
-// reflection on one address, and runs the periodic work (the lock table's
-// clock, access-time flushes, metrics) from one Scheduler
-// (daemon/service/scheduler.h) and cluster gc from its GcCoordinator. Start()
-// returns once the server accepts calls; Shutdown() drains it (health
+// on a local filesystem, daemon/service/local_dir.h), opens the stores, the
+// index and the lock table, serves CompileCache, CacheAdmin,
+// grpc.health.v1.Health and server reflection on one address, and runs the
+// periodic work (the lock table's clock, access-time flushes, metrics) from one
+// Scheduler (daemon/service/scheduler.h) and cluster gc from its GcCoordinator.
+// Start() returns once the server accepts calls; Shutdown() drains it (health
 // NOT_SERVING, waiters told to retry, in-flight calls finish within the grace
 // period), flushes the index and removes the socket.
 //
@@ -114,10 +114,6 @@ struct DaemonOptions {
   // (store/env.h); not owned. Tests wrap it to inject faults.
   Env *env = Env::Default();
 };
-
-// FailedPrecondition naming the filesystem if `path` is on NFS or Lustre,
-// whose lock semantics the local lock directory cannot rely on.
-absl::Status CheckLocalFilesystem(const std::string &path);
 
 class Daemon {
  public:

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
+#include "proto/remote_error_causes.h"
 #include "store/file_util.h"
 
 namespace neffd {
@@ -228,16 +229,9 @@ void RenderRemote(const v1::Stats& s, Exposition& out) {
              s.remote_bytes_out());
   out.Family("neffd_remote_errors_total", "counter",
              "Failed S3 calls by cause (each a miss, never a rank's error).");
-  const std::pair<const char*, uint64_t> causes[] = {
-      {"access_denied", s.remote_errors_access_denied()},
-      {"throttled", s.remote_errors_throttled()},
-      {"timeout", s.remote_errors_timeout()},
-      {"connection_refused", s.remote_errors_connection_refused()},
-      {"server_error", s.remote_errors_server_error()},
-      {"other", s.remote_errors_other()},
-  };
-  for (const auto& [cause, count] : causes) {
-    out.Sample("neffd_remote_errors_total", Label("cause", cause), count);
+  for (const RemoteErrorCauseField& cause : kRemoteErrorCauses) {
+    out.Sample("neffd_remote_errors_total", Label("cause", cause.name),
+               (s.*cause.get)());
   }
   out.Single("neffd_remote_uploads_total", "counter", "Entries uploaded to S3.",
              s.remote_uploads());

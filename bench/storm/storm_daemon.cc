@@ -1,0 +1,113 @@
+#include "bench/storm/storm_daemon.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+namespace neffd::bench {
+namespace {
+
+uint64_t StatField(const std::string& json, const std::string& name) {
+  const std::string field = "\"" + name + "\":\"";
+  size_t at = json.find(field);
+  return at == std::string::npos ? 0
+                                 : std::stoull(json.substr(at + field.size()));
+}
+
+test_support::CommandResult JsonStats(test_support::DaemonProcess& daemon) {
+  return test_support::RunCommand({test_support::Runfile("client/neffctl"),
+                                   "--address=" + daemon.address(), "--json",
+                                   "stats"});
+}
+
+double CpuSeconds(pid_t pid) {
+  std::string stat =
+      test_support::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> f =
+      absl::StrSplit(stat.substr(close + 2), ' ', absl::SkipEmpty());
+  if (f.size() < 13) return 0;
+  return (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
+}
+
+// Bytes the process has passed through read(2) so far, from any file or
+// socket (/proc/<pid>/io rchar).
+uint64_t ReadChars(pid_t pid) {
+  std::string io = test_support::ReadFile(absl::StrCat("/proc/", pid, "/io"));
+  size_t at = io.find("rchar: ");
+  return at == std::string::npos ? 0 : std::stoull(io.substr(at + 7));
+}
+
+// The value of `name=` in a log line ("" if absent).
+absl::string_view LogValue(absl::string_view line, absl::string_view name) {
+  const std::string field = absl::StrCat(" ", name, "=");
+  size_t at = line.find(field);
+  if (at == absl::string_view::npos) return "";
+  absl::string_view v = line.substr(at + field.size());
+  return v.substr(0, v.find(' '));
+}
+
+}  // namespace
+
+std::unique_ptr<test_support::DaemonProcess> StartStormDaemon(
+    const std::string& root, const std::vector<std::string>& flags) {
+  // Info level: the daemon logs when it answered each key's waiters.
+  auto daemon = std::make_unique<test_support::DaemonProcess>(
+      root, flags, std::vector<std::string>{"TORCH_NEURONX_LOG_LEVEL=2"});
+  if (!daemon->Start()) {
+    std::fprintf(stderr, "neffd did not start\n");
+    return nullptr;
+  }
+  return daemon;
+}
+
+DaemonFigures ReadDaemonFigures(test_support::DaemonProcess& daemon) {
+  test_support::CommandResult stats = JsonStats(daemon);
+  DaemonFigures figures;
+  figures.store_metadata_ops = StatField(stats.out, "store_metadata_ops");
+  figures.tier_filled_bytes = StatField(stats.out, "local_tier_filled_bytes");
+  figures.cpu_s = CpuSeconds(daemon.process().pid());
+  figures.read_chars = ReadChars(daemon.process().pid());
+  return figures;
+}
+
+void WaitForUploads(test_support::DaemonProcess& daemon) {
+  const absl::Time deadline = absl::Now() + absl::Minutes(10);
+  while (absl::Now() < deadline) {
+    test_support::CommandResult stats = JsonStats(daemon);
+    if (stats.exit_code == 0 && StatField(stats.out, "upload_queue") == 0) {
+      return;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  std::fprintf(stderr, "the daemon's S3 uploads did not finish\n");
+}
+
+DaemonAnswers ParseDaemonLog(const std::string& log) {
+  DaemonAnswers answers;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (!absl::StrContains(line, "event=waiters_answered")) continue;
+    int64_t us = 0;
+    if (absl::SimpleAtoi(LogValue(line, "since_publish_us"), &us)) {
+      answers.answer_ms.push_back(us / 1e3);
+    }
+    absl::string_view entry = LogValue(line, "entry");
+    int g = 0;
+    if (absl::ConsumePrefix(&entry, "neff/bench/storm") &&
+        absl::SimpleAtoi(entry, &g) &&
+        absl::SimpleAtoi(LogValue(line, "renamed_unix_us"), &us)) {
+      answers.released_us[g] = us;
+    }
+  }
+  return answers;
+}
+
+}  // namespace neffd::bench
