@@ -225,8 +225,11 @@ grpc::Status CacheAdminService::ShowEntry(grpc::ServerContext*,
 grpc::Status CacheAdminService::GetLocks(grpc::ServerContext*,
                                          const v1::GetLocksRequest*,
                                          v1::LocksResponse* response) {
-  for (auto& [key, info] : LeasesByKey()) *response->add_leases() = info;
+  // The total first, the leases after: a waiter leaves only when its lease
+  // ends or its wait times out, so one the total counts is still on its lease
+  // when the leases are read (the other order could miss a new waiter).
   response->set_waiters(options_.locks->counts().waiters);
+  for (auto& [key, info] : LeasesByKey()) *response->add_leases() = info;
   response->set_draining(options_.locks->draining());
   return grpc::Status::OK;
 }
