@@ -129,7 +129,9 @@ TEST(ShutdownTest, SigtermWithRanksAttachedEndsTheirCallsAndExitsAtOnce) {
     renew.set_lease_id(granted.lease().lease_id());
     v1::KeepAliveResponse renewed;
     ASSERT_TRUE(holder->stream->Write(renew));
-    ASSERT_TRUE(holder->stream->Read(&renewed));
+    ASSERT_TRUE(holder->stream->Read(&renewed))
+        << holder->stream->Finish().error_message() << "\n"
+        << daemon.process().Stderr();
     holders.push_back(std::move(holder));
   }
 
