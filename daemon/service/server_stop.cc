@@ -43,14 +43,21 @@ class CallTracker::Interceptor : public grpc::experimental::Interceptor {
 class CallTracker::Factory
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  explicit Factory(std::atomic<int64_t>* state) : state_(state) {}
+  // The pointer is stored and loaded atomically: gRPC calls the factory on
+  // threads it may have started before this factory existed (a second
+  // server's calls on the first one's threads), and hands the factory over
+  // through its own, uninstrumented synchronization, which ThreadSanitizer
+  // cannot see.
+  explicit Factory(std::atomic<int64_t>* state) {
+    state_.store(state, std::memory_order_release);
+  }
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo*) override {
-    return new Interceptor(state_);
+    return new Interceptor(state_.load(std::memory_order_acquire));
   }
 
  private:
-  std::atomic<int64_t>* const state_;
+  std::atomic<std::atomic<int64_t>*> state_;
 };
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
