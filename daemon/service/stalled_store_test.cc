@@ -44,6 +44,7 @@ class StalledStoreTest : public ::testing::Test {
     socket_dir_ = socket_dir;
     DaemonOptions options;
     options.address = absl::StrCat("unix:", socket_dir_, "/neffd.sock");
+    options.admin_address = absl::StrCat("unix:", socket_dir_, "/admin.sock");
     options.neff_cache_dir = root_ + "/neff";
     options.hlo_cache_dir = root_ + "/hlo";
     options.local_dir = root_ + "/local";
