@@ -172,7 +172,10 @@ absl::StatusOr<RegularFile> OpenRegularFile(const std::string &path,
     }
     struct stat st;
     absl::Status there = env->Lstat(path, &st);
-    if (absl::IsNotFound(there)) return fd.status();
+    // Gone since the open: a peer quarantined it (or a publish is replacing
+    // it). Now there is nothing, a miss, not the open's errno (ELOOP would
+    // reach a rank as UNKNOWN).
+    if (absl::IsNotFound(there)) return there;
     if (there.ok() && !S_ISREG(st.st_mode)) {
       return DamageError(path, absl::StrCat("is ", FileTypeName(st.st_mode)));
     }

@@ -112,8 +112,9 @@ struct RegularFile {
 // O_NOFOLLOW | O_NONBLOCK (| O_CLOEXEC) with `flags` (O_RDONLY unless
 // given), so a planted FIFO neither blocks the open nor a read, and a
 // symlink is not followed; then fstat must say S_ISREG. NotFound if `path`
-// does not exist; DamageError (IsDamage) for every other shape; the Env's
-// error for an I/O failure. The one way to open a file of the shared store.
+// does not exist (also when it vanished after a failed open); DamageError
+// (IsDamage) for every other shape; the Env's error for an I/O failure. The one
+// way to open a file of the shared store.
 absl::StatusOr<RegularFile> OpenRegularFile(const std::string &path,
                                             uint64_t max_bytes,
                                             Env *env = Env::Default(),

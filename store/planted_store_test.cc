@@ -13,6 +13,7 @@
 #include "store/digest.h"
 #include "store/file_util.h"
 #include "store/store.h"
+#include "store/testing/fault_injection_env.h"
 #include "tests/harness/planted.h"
 #include "tests/harness/temp_dir.h"
 
@@ -78,6 +79,20 @@ TEST(OpenRegularFileTest, NamesTheShapeAndTheBound) {
   fs::remove_all(dir + "/model.done");
   EXPECT_TRUE(
       absl::IsNotFound(OpenRegularFile(dir + "/model.done", 1).status()));
+}
+
+// A planted file that a peer quarantines between the open and the look at
+// what it is: the answer is what is there now, nothing (a miss), never the
+// open's errno (seen: 32 fallback clients, "Too many levels of symbolic
+// links" as UNKNOWN).
+TEST(OpenRegularFileTest, PlantedFileGoneBeforeTheLookIsNotFound) {
+  const std::string path = test_support::TestTempDir() + "/model.neff";
+  test_support::Plant(path, PlantedShape::kSymlinkToRoot);
+  FaultInjectionEnv env;
+  env.Fail(FsOp::kLstat, ENOENT, "model.neff");  // moved away meanwhile
+  absl::Status status = OpenRegularFile(path, 1 << 20, &env).status();
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+  EXPECT_EQ(env.injected_failures(), 1);
 }
 
 TEST_F(PlantedStoreTest, PlantedArtifactOrDoneRecordIsNeverServedAndHeals) {
