@@ -25,7 +25,9 @@
 
 namespace neffd::examples {
 
-// Concatenated hex SHA-256 of "{key}:{i}" for i = 0, 1, ..., cut to `size`.
+// 64-byte blocks, each the first 48 hex digits of SHA-256("{key}") and then
+// the block's index i = 0, 1, ... as 16 hex digits, cut to `size`: distinct
+// per key and per position, so a torn or misplaced block changes the digest.
 // (examples/rank_sim.py computes the same bytes.)
 std::string FakeNeffBytes(const std::string& key, size_t size);
 

@@ -26,13 +26,11 @@ import neffclient
 
 
 def fake_neff_bytes(key, size):
-    """Hex sha256 of "{key}:{i}" for i = 0, 1, ..., cut to `size` bytes."""
-    out = bytearray()
-    i = 0
-    while len(out) < size:
-        out += hashlib.sha256(f"{key}:{i}".encode()).hexdigest().encode()
-        i += 1
-    return bytes(out[:size])
+    """examples/fake_compiler.h's FakeNeffBytes: 64-byte blocks, each the first
+    48 hex digits of sha256(key) and the block's index as 16 hex digits."""
+    prefix = hashlib.sha256(key.encode()).hexdigest()[:48]
+    blocks = (size + 63) // 64
+    return "".join(f"{prefix}{i:016x}" for i in range(blocks)).encode()[:size]
 
 
 def main():

@@ -4,10 +4,10 @@
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <thread>
-#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -77,6 +77,23 @@ absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
   }
 }
 
+// This thread's chunk buffer, allocated once (uninitialised: every byte used
+// is read into first) and kept for the thread's life.
+char *ThisThreadsChunk() {
+  thread_local const std::unique_ptr<char[]> chunk(new char[kChunk]);
+  return chunk.get();
+}
+
+// True if what is left of `fd` from its offset is one chunk at most: a
+// regular file whose size says so. Anything else (a pipe, a file that
+// fstat cannot size) takes the pipelined path, which handles any length.
+bool FitsInOneChunk(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const off_t offset = lseek(fd, 0, SEEK_CUR);
+  return offset >= 0 && st.st_size - offset <= static_cast<off_t>(kChunk);
+}
+
 // Hands chunks from the reading (and hashing) thread to the writing one,
 // through a ring of kSlots buffers; each buffer is hashed and written from
 // the same bytes, so what was hashed is what was written.
@@ -85,8 +102,8 @@ class WritePipeline {
   static constexpr int kSlots = 4;
 
   WritePipeline(int out_fd, absl::string_view what, Env *env)
-      : out_fd_(out_fd), what_(what), env_(env), buffers_(kSlots) {
-    for (auto &b : buffers_) b.resize(kChunk);
+      : out_fd_(out_fd), what_(what), env_(env) {
+    for (auto &b : buffers_) b.reset(new char[kChunk]);
     writer_ = std::thread([this] { WriteLoop(); });
   }
   ~WritePipeline() { (void)Close(); }
@@ -96,7 +113,7 @@ class WritePipeline {
     absl::MutexLock lock(&mu_);
     while (status_.ok() && filled_ - written_ >= kSlots) changed_.Wait(&mu_);
     if (!status_.ok()) return nullptr;
-    return buffers_[filled_ % kSlots].data();
+    return buffers_[filled_ % kSlots].get();
   }
   // Queues the buffer from Acquire() holding `n` bytes.
   void Submit(size_t n) {
@@ -127,7 +144,7 @@ class WritePipeline {
         absl::MutexLock lock(&mu_);
         while (filled_ == written_ && !closed_) changed_.Wait(&mu_);
         if (filled_ == written_) return;  // closed and drained
-        data = buffers_[written_ % kSlots].data();
+        data = buffers_[written_ % kSlots].get();
         n = sizes_[written_ % kSlots];
       }
       absl::Status s = env_->Write(out_fd_, what_, absl::string_view(data, n));
@@ -161,7 +178,7 @@ class WritePipeline {
   const int out_fd_;
   const std::string what_;
   Env *const env_;
-  std::vector<std::vector<char>> buffers_;
+  std::unique_ptr<char[]> buffers_[kSlots];
   absl::Mutex mu_;
   // Explicit waits, not Mutex::Await: absl evaluates an Await condition on
   // whichever thread unlocks, reading the waiter's stack, which TSan (with
@@ -189,24 +206,38 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        const CopyOptions &options) {
   // Advisory: a larger kernel readahead for a source read once, in order.
   (void)posix_fadvise(in_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  const absl::string_view out_name =
+      options.out_name.empty() ? what : options.out_name;
   Sha256 hash;
   CopyResult result;
-  if (out_fd < 0) {
-    std::vector<char> buf(kChunk);
+  if (out_fd < 0 || FitsInOneChunk(in_fd)) {
+    // Most NEFFs and every verification: read, hash (and write) in this
+    // thread through its own buffer, reused from call to call. A fresh
+    // buffer per call cost more than the bytes did: under many ranks
+    // verifying small entries at once (fallback mode), zero-filling and
+    // faulting in a new 1 MiB per lookup starved a restarting daemon of CPU
+    // for 45 s (docs/RELIABILITY.md).
+    char *buf = ThisThreadsChunk();
     for (;;) {
-      absl::StatusOr<size_t> n = ReadChunk(in_fd, buf.data(), what);
+      absl::StatusOr<size_t> n = ReadChunk(in_fd, buf, what);
       if (!n.ok()) return n.status();
       if (*n == 0) break;
-      hash.Update(buf.data(), *n);
+      hash.Update(buf, *n);
       result.size += *n;
+      if (out_fd >= 0) {
+        if (absl::Status s = options.env->Write(out_fd, out_name,
+                                                absl::string_view(buf, *n));
+            !s.ok()) {
+          return s;
+        }
+      }
     }
     return Finish(hash, result);
   }
-  // Copying: hashing and writing run on two threads, so a publish takes
-  // about as long as the slower of the two instead of their sum (and gets
-  // two threads' share of a busy machine).
-  WritePipeline pipeline(
-      out_fd, options.out_name.empty() ? what : options.out_name, options.env);
+  // Copying more than a chunk: hashing and writing run on two threads, so a
+  // publish takes about as long as the slower of the two instead of their
+  // sum (and gets two threads' share of a busy machine).
+  WritePipeline pipeline(out_fd, out_name, options.env);
   for (;;) {
     char *buf = pipeline.Acquire();
     if (buf == nullptr) break;  // the writer failed; Close() says why

@@ -5,6 +5,7 @@
 #include <set>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -59,6 +60,14 @@ std::vector<RankReport> RankFleet::WaitAll() {
 
 std::vector<std::string> RankFleet::Compiles() const {
   return absl::StrSplit(ReadFile(compile_log()), '\n', absl::SkipEmpty());
+}
+
+int RankFleet::FellBack() const {
+  int fell_back = 0;
+  for (const std::unique_ptr<Process>& rank : ranks_) {
+    fell_back += absl::StrContains(rank->Stderr(), "fallback mode");
+  }
+  return fell_back;
 }
 
 std::vector<std::string> RankSimCommand(const std::string& compile_log,

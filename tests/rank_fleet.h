@@ -44,6 +44,9 @@ class RankFleet {
   // The fake compiler's log: one "key pid rank" line per compile.
   std::string compile_log() const { return root_ + "/compiles.txt"; }
   std::vector<std::string> Compiles() const;
+  // Ranks whose stderr already says they work in fallback mode (the
+  // client's one warning when it cannot reach the daemon).
+  int FellBack() const;
 
   std::string root() const { return root_; }
 

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -24,6 +25,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "store/digest.h"
+#include "store/unique_fd.h"
 
 extern char** environ;
 
@@ -33,16 +35,6 @@ namespace {
 std::string TmpRoot() {
   const char* t = getenv("TEST_TMPDIR");
   return t != nullptr ? t : "/tmp";
-}
-
-bool CanConnect(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
 }
 
 int AddSanitizerRuntime(struct dl_phdr_info* info, size_t, void* out) {
@@ -235,14 +227,38 @@ std::vector<std::string> DaemonProcess::NeffctlArgv() const {
 }
 
 bool DaemonProcess::Start() {
-  process_ = std::make_unique<Process>(Argv(), env_);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
-    if (!process_->Running()) return false;
-    if (CanConnect(socket_path_)) return true;
-    absl::SleepFor(absl::Milliseconds(20));
+  const std::string notify_path =
+      socket_path_.substr(0, socket_path_.rfind('/')) + "/notify.sock";
+  unlink(notify_path.c_str());
+  UniqueFd notify(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  notify_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  if (!notify.valid() || bind(notify.get(), reinterpret_cast<sockaddr*>(&addr),
+                              sizeof(addr)) != 0) {
+    std::fprintf(stderr, "DaemonProcess: cannot bind %s\n",
+                 notify_path.c_str());
+    return false;
   }
-  return false;
+  std::vector<std::string> env = env_;
+  env.push_back("NOTIFY_SOCKET=" + notify_path);
+  const absl::Time spawned = absl::Now();
+  process_ = std::make_unique<Process>(Argv(), env);
+  bool ready = false;
+  while (!ready) {
+    pollfd readable{notify.get(), POLLIN, 0};
+    if (poll(&readable, 1, 100) > 0) {
+      char message[512];
+      const ssize_t n = recv(notify.get(), message, sizeof(message), 0);
+      ready =
+          n > 0 && absl::StrContains(absl::string_view(message, n), "READY=1");
+    } else if (!process_->Running()) {
+      break;
+    }
+  }
+  unlink(notify_path.c_str());
+  start_duration_ = absl::Now() - spawned;
+  return ready;
 }
 
 absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,

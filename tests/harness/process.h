@@ -125,8 +125,13 @@ class DaemonProcess {
   // a test build such as "tests/faults/neffd_crash_points").
   void set_binary(std::string runfile) { binary_ = std::move(runfile); }
 
-  // (Re)starts and waits until the socket accepts; false if it exited.
+  // (Re)starts and waits for the daemon's own readiness event, as systemd's
+  // Type=notify does: READY=1 on NOTIFY_SOCKET, sent once both sockets
+  // serve. No deadline: a slow start on a loaded machine is waited for (the
+  // test's own timeout bounds a hung one); false as soon as it exits.
   bool Start();
+  // How long the last successful Start() took, spawn to READY=1.
+  absl::Duration start_duration() const { return start_duration_; }
   // The command line Start() runs, for callers that spawn and time it
   // themselves.
   std::vector<std::string> Argv() const;
@@ -155,6 +160,7 @@ class DaemonProcess {
   std::vector<std::string> env_;
   std::string binary_ = "daemon/neffd";
   std::unique_ptr<Process> process_;
+  absl::Duration start_duration_;
 };
 
 }  // namespace neffd::test_support
