@@ -119,6 +119,27 @@ void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out,
   EvictOverCapacity();
 }
 
+void LocalTier::AdmitScanned(const std::string& name) {
+  // The lstat is under mu_ because Remove and Drop unlink under it: a file
+  // removed while the scan ran is either admitted before (and the removal
+  // then accounts for it) or not seen at all, never counted once it is gone.
+  absl::MutexLock lock(&mu_);
+  struct stat st;
+  if (files_.contains(name) ||
+      !options_.env->Lstat(absl::StrCat(options_.dir, "/", name), &st).ok() ||
+      !S_ISREG(st.st_mode)) {
+    return;
+  }
+  files_[name] =
+      lru_.insert(lru_.begin(), File{name,
+                                     static_cast<uint64_t>(st.st_size),
+                                     absl::InfinitePast(),
+                                     /*verified=*/false,
+                                     {}});
+  used_ += st.st_size;
+  EvictOverCapacity();
+}
+
 void LocalTier::Drop(const std::string& name) {
   absl::MutexLock lock(&mu_);
   (void)options_.env->Unlink(absl::StrCat(options_.dir, "/", name));
@@ -337,7 +358,7 @@ void LocalTier::Scan(const std::string& rel) {
       }
       continue;
     }
-    Admit(name, st.st_size, /*handed_out=*/false, /*verified=*/false);
+    AdmitScanned(name);
   }
 }
 

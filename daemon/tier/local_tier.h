@@ -121,6 +121,8 @@ class LocalTier {
   // a verified file's identity is read now.
   void Admit(const std::string& name, uint64_t size, bool handed_out,
              bool verified) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records the scanned file `name`, never handed out, if it is still there.
+  void AdmitScanned(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   // Marks `name` handed out now; nullopt if the tier does not know it, else
   // whether it was verified since this process started and is still the
   // file that was verified.

@@ -128,7 +128,9 @@ class DaemonProcess {
   // (Re)starts and waits for the daemon's own readiness event, as systemd's
   // Type=notify does: READY=1 on NOTIFY_SOCKET, sent once both sockets
   // serve. No deadline: a slow start on a loaded machine is waited for (the
-  // test's own timeout bounds a hung one); false as soon as it exits.
+  // test's own timeout bounds a hung one); false as soon as it exits. A
+  // test that passes its own NOTIFY_SOCKET reads READY=1 itself, and Start()
+  // waits until the socket accepts connections instead.
   bool Start();
   // How long the last successful Start() took, spawn to READY=1.
   absl::Duration start_duration() const { return start_duration_; }
