@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 #include <thread>
@@ -210,6 +211,37 @@ TEST_F(RemoteTierTest, DeadS3IsAMissAndQueuedUploadsFinishAfterSigkill) {
     EXPECT_EQ(*neff, NeffBytes(key)) << key;
     EXPECT_TRUE(s3.Get(ObjectName(key, "model.done")).ok()) << key;
   }
+}
+
+TEST_F(RemoteTierTest, AFifoPlantedInAQueuedEntryHoldsUpNoOtherUpload) {
+  const int port = s3_->port();
+  Cluster c(root_ + "/c", RemoteFlags(*s3_));
+  c.AddHost("h0", S3Env());
+  s3_->Kill();
+  ASSERT_TRUE(Publish(c.host(0), "planted"));
+  ASSERT_TRUE(Publish(c.host(0), "after"));
+  // While both wait for S3, the first entry's artifact becomes a FIFO that
+  // nobody will ever write to.
+  c.host(0).Signal(SIGKILL);
+  c.host(0).Wait();
+  const std::string artifact = SharedArtifact(c, "planted");
+  ASSERT_EQ(unlink(artifact.c_str()), 0);
+  ASSERT_EQ(mkfifo(artifact.c_str(), 0644), 0);
+  absl::StatusOr<std::unique_ptr<LoopbackServer>> back =
+      StartS3Server(root_ + "/s3", kRemoteBucket, port);
+  ASSERT_TRUE(back.ok()) << back.status();
+  s3_ = *std::move(back);
+  ASSERT_TRUE(c.host(0).Start()) << c.host(0).process().Stderr();
+
+  // The damaged entry is dropped from the queue, the other one uploaded.
+  ASSERT_EQ(UploadedAll(c.host(0), *s3_, 1), absl::OkStatus())
+      << c.host(0).process().Stderr();
+  S3TestClient s3(*s3_);
+  absl::StatusOr<std::string> neff = s3.Get(ObjectName("after", "model.neff"));
+  ASSERT_TRUE(neff.ok()) << neff.status();
+  EXPECT_EQ(*neff, NeffBytes("after"));
+  EXPECT_FALSE(s3.Get(ObjectName("planted", "model.done")).ok());
+  EXPECT_EQ(CountLines(c.host(0).process().Stderr(), "upload_dropped"), 1);
 }
 
 TEST_F(RemoteTierTest, ReadOnlyModeReadsAndNeverWrites) {

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/log/log.h"
 #include "daemon/remote_tier/remote_tier.h"
 #include "store/done_record.h"
+#include "store/file_util.h"
 #include "store/unique_fd.h"
 
 namespace neffd {
@@ -19,16 +21,8 @@ namespace {
 // after a backoff).
 constexpr absl::Duration kIdlePoll = absl::Milliseconds(500);
 
-absl::StatusOr<UniqueFd> OpenRegular(const std::string& path, struct stat* st) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid())
-    return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  if (fstat(fd.get(), st) != 0 || !S_ISREG(st->st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is not a regular file"));
-  }
-  return fd;
-}
+// model.done is a small record; a larger one is damage, never uploaded.
+constexpr uint64_t kMaxDoneRecordBytes = 1 << 20;
 
 }  // namespace
 
@@ -84,21 +78,33 @@ void RemoteTier::Absent(const OutboxItem& item) {
 absl::Status RemoteTier::Upload(const OutboxItem& item, bool* absent) {
   const EntryKey& id = item.id;
   const Store& store = parts_.catalog->StoreFor(id);
-  struct stat done_stat, artifact_stat;
   // model.done first: once it is there, the artifact it names is whole
-  // (the store's commit order), so no partial entry is ever sent.
-  absl::StatusOr<UniqueFd> done_fd =
-      OpenRegular(store.EntryDir(id) + "/model.done", &done_stat);
-  absl::StatusOr<UniqueFd> artifact_fd =
-      done_fd.ok() ? OpenRegular(store.ArtifactPath(id), &artifact_stat)
-                   : absl::NotFoundError("no model.done");
-  if (!done_fd.ok() || !artifact_fd.ok() ||
-      static_cast<uint64_t>(done_stat.st_size) > (1 << 20)) {
+  // (the store's commit order), so no partial entry is ever sent. Opened as
+  // every shared-store file is: a FIFO planted in a queued entry is damage,
+  // not an open that blocks the uploader and every upload queued after it.
+  absl::StatusOr<RegularFile> done_file =
+      OpenRegularFile(store.EntryDir(id) + "/model.done", kMaxDoneRecordBytes);
+  absl::StatusOr<RegularFile> artifact_file =
+      done_file.ok() ? OpenRegularFile(store.ArtifactPath(id),
+                                       std::numeric_limits<uint64_t>::max())
+                     : absl::NotFoundError("no model.done");
+  if (!done_file.ok() || !artifact_file.ok()) {
+    const absl::Status& why =
+        done_file.ok() ? artifact_file.status() : done_file.status();
+    // Damage is not an entry still being written: waiting cannot mend it,
+    // and a republish queues the key again.
+    if (IsDamage(why)) {
+      log::Warning("upload_dropped",
+                   {{"id", id.Canonical()}, {"reason", why.message()}});
+      return absl::OkStatus();
+    }
     *absent = true;
     return absl::OkStatus();
   }
+  const struct stat& done_stat = done_file->st;
+  const struct stat& artifact_stat = artifact_file->st;
   std::string done_text(done_stat.st_size, '\0');
-  if (pread(done_fd->get(), done_text.data(), done_text.size(), 0) !=
+  if (pread(done_file->fd.get(), done_text.data(), done_text.size(), 0) !=
       static_cast<ssize_t>(done_text.size())) {
     return absl::ErrnoToStatus(errno, "read model.done");
   }
@@ -125,27 +131,27 @@ absl::Status RemoteTier::Upload(const OutboxItem& item, bool* absent) {
   const std::string artifact_name =
       remote::RemoteObjectName(location_, id, remote::RemoteFile::kArtifact);
   if (absl::Status s = gate_.Run([&] {
-        return client_->UploadFile(artifact_name, artifact_fd->get());
+        return client_->UploadFile(artifact_name, artifact_file->fd.get());
       });
       !s.ok()) {
     return s;
   }
-  struct stat flags_stat;
-  absl::StatusOr<UniqueFd> flags_fd =
-      OpenRegular(store.EntryDir(id) + "/" + kKeyInputsFileName, &flags_stat);
-  if (flags_fd.ok()) {
+  absl::StatusOr<RegularFile> flags_file =
+      OpenRegularFile(store.EntryDir(id) + "/" + kKeyInputsFileName,
+                      std::numeric_limits<uint64_t>::max());
+  if (flags_file.ok()) {
     const std::string flags_name = remote::RemoteObjectName(
         location_, id, remote::RemoteFile::kCompileFlags);
     if (absl::Status s = gate_.Run([&] {
-          return client_->PutObject(flags_name, flags_fd->get(), 0,
-                                    flags_stat.st_size);
+          return client_->PutObject(flags_name, flags_file->fd.get(), 0,
+                                    flags_file->st.st_size);
         });
         !s.ok()) {
       return s;
     }
   }
   if (absl::Status s = gate_.Run([&] {
-        return client_->PutObject(done_name, done_fd->get(), 0,
+        return client_->PutObject(done_name, done_file->fd.get(), 0,
                                   done_text.size());
       });
       !s.ok()) {
