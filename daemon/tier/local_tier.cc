@@ -113,9 +113,15 @@ void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out,
   }
   const absl::Time when =
       handed_out ? options_.env->Now() : absl::InfinitePast();
-  auto at = handed_out ? lru_.end() : lru_.begin();
-  files_[name] = lru_.insert(at, File{name, size, when, verified, identity});
-  used_ += size;
+  Insert(File{name, size, when, verified, identity});
+}
+
+void LocalTier::Insert(File file) {
+  // Never handed out: the first to go.
+  auto at = file.handed_out == absl::InfinitePast() ? lru_.begin() : lru_.end();
+  used_ += file.size;
+  const std::string name = file.name;
+  files_[name] = lru_.insert(at, std::move(file));
   EvictOverCapacity();
 }
 
@@ -130,14 +136,8 @@ void LocalTier::AdmitScanned(const std::string& name) {
       !S_ISREG(st.st_mode)) {
     return;
   }
-  files_[name] =
-      lru_.insert(lru_.begin(), File{name,
-                                     static_cast<uint64_t>(st.st_size),
-                                     absl::InfinitePast(),
-                                     /*verified=*/false,
-                                     {}});
-  used_ += st.st_size;
-  EvictOverCapacity();
+  Insert(File{name, static_cast<uint64_t>(st.st_size), absl::InfinitePast(),
+              /*verified=*/false, FileIdentity{}});
 }
 
 void LocalTier::Drop(const std::string& name) {

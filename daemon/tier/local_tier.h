@@ -121,6 +121,9 @@ class LocalTier {
   // a verified file's identity is read now.
   void Admit(const std::string& name, uint64_t size, bool handed_out,
              bool verified) ABSL_LOCKS_EXCLUDED(mu_);
+  // Adds `file` to the accounting and the LRU (at the front if it was never
+  // handed out), then evicts over capacity.
+  void Insert(File file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the scanned file `name`, never handed out, if it is still there.
   void AdmitScanned(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   // Marks `name` handed out now; nullopt if the tier does not know it, else

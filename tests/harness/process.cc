@@ -258,10 +258,12 @@ bool DaemonProcess::Start() {
     // The test reads READY=1 itself; serving is the readiness seen here.
     (void)unlink(socket_path_.c_str());
     process_ = std::make_unique<Process>(Argv(), env_);
-    while (!AcceptsConnections(socket_path_)) {
-      if (!process_->Running()) return false;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+    PollUntil(
+        [&] {
+          return !process_->Running() || AcceptsConnections(socket_path_);
+        },
+        absl::InfiniteDuration());
+    if (!process_->Running()) return false;
     start_duration_ = absl::Now() - spawned;
     return true;
   }
