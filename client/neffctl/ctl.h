@@ -107,6 +107,8 @@ class Ctl {
   int Drain(bool drain);
   int Health(const std::string& service);
   int Config();
+  // The job's environment checked as support would (doctor_commands.cc).
+  int Doctor();
 
   // Key-input reports (why_commands.cc): why KEY got its own key, and which
   // inputs are cached under several keys. `compiler_version` may be empty.

@@ -22,6 +22,7 @@
 //   neffctl [--address A] [--json] why NS KEY [--compiler_version V]
 //   neffctl [--address A] [--json] drift [--compiler_version V]
 //                                        [--namespace NS]
+//   neffctl [--address A] [--json] doctor
 //
 //   neffctl --help | help [COMMAND]
 //
@@ -116,6 +117,7 @@ int WhyCommand(Ctl& ctl, const Call& call);
 int WarmCommand(Ctl& ctl, const Call& call);
 int ManifestCommand(Ctl& ctl, const Call& call);
 int DriftCommand(Ctl& ctl, const Call& call);
+int DoctorCommand(Ctl& ctl, const Call& call);
 
 // Every command: its positional arguments, what it does, the options it
 // takes (flag names; --address and --json go with every command) and how
@@ -213,6 +215,12 @@ const std::vector<Command>& Commands() {
        "inputs cached under more than one key",
        {"compiler_version", "namespace"},
        DriftCommand},
+      {"doctor",
+       "",
+       "check this job's environment: compiler on PATH, daemon, directories, "
+       "S3 (exit 0 only if all pass)",
+       {},
+       DoctorCommand},
   };
   return *commands;
 }
@@ -446,6 +454,8 @@ int DriftCommand(Ctl& ctl, const Call&) {
   return ctl.Drift(absl::GetFlag(FLAGS_namespace),
                    absl::GetFlag(FLAGS_compiler_version));
 }
+
+int DoctorCommand(Ctl& ctl, const Call&) { return ctl.Doctor(); }
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage("neffctl COMMAND; see neffctl --help");
