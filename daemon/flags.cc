@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "config/flags.h"
+#include "config/version.h"
 #include "daemon/log/log.h"
 #include "daemon/remote/remote_layout.h"
 #include "daemon/remote/s3_client.h"
@@ -341,6 +342,10 @@ void ParseFlagsOrExit(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);
   if (config::AsksForHelp(args)) {
     std::fputs(NeffdHelp().c_str(), stdout);
+    std::exit(0);
+  }
+  if (config::AsksForVersion(args)) {
+    std::puts(config::VersionLine("neffd").c_str());
     std::exit(0);
   }
   const std::vector<std::string> errors = config::CheckFlags(args);

@@ -5,7 +5,8 @@
 // the real compiler itself (exec). Exit codes: the compiler's; 127 when
 // there is no real compiler; 75 for a miss under NEFFD_NO_COMPILE=1; 2 for a
 // neffcc command line that names no compiler; 1 when neffcc could not write
-// a result it had.
+// a result it had. `neffcc --neffcc-version` prints neffcc's own version
+// (`--version` is the real compiler's).
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "client/neffcc/compile_flow.h"
 #include "client/neffcc/real_compiler.h"
 #include "config/env.h"
+#include "config/version.h"
 
 namespace neffd::neffcc {
 namespace {
@@ -36,7 +38,15 @@ int Exec(const std::vector<std::string>& argv) {
   return kExitNoCompiler;
 }
 
+// neffcc's own version. Not --version: `neuronx-cc --version` is the real
+// compiler's, and the compile cache keys on its answer.
+constexpr char kVersionFlag[] = "--neffcc-version";
+
 int Main(const std::vector<std::string>& argv) {
+  if (argv.size() == 2 && argv[1] == kVersionFlag) {
+    std::puts(config::VersionLine("neffcc").c_str());
+    return 0;
+  }
   absl::StatusOr<NeffccArgs> args = ParseNeffccArgs(argv);
   if (!args.ok()) {
     std::fprintf(stderr, "neffcc: %s\n",

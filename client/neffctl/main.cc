@@ -48,6 +48,7 @@
 #include "client/daemon_channel.h"
 #include "client/neffctl/ctl.h"
 #include "config/flags.h"
+#include "config/version.h"
 
 ABSL_FLAG(std::string, address, "",
           "daemon address (default $NEFFD_ADDRESS, else "
@@ -462,6 +463,10 @@ int Main(int argc, char** argv) {
   std::vector<std::string> normalised = NormaliseFlags(argc, argv);
   if (config::AsksForHelp(normalised)) {
     std::fputs(Help().c_str(), stdout);
+    return 0;
+  }
+  if (config::AsksForVersion(normalised)) {
+    std::puts(config::VersionLine("neffctl").c_str());
     return 0;
   }
   if (std::vector<std::string> errors = config::CheckFlags(normalised);
