@@ -16,6 +16,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev openssl
   gnuplot-nox strace
   libcurl4-openssl-dev libexpat1-dev libinih-dev
+  libgflags-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev patchelf
   curl time
 )
 

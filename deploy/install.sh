@@ -84,35 +84,14 @@ fi
 install -D -m 0755 "$bin/daemon/neffd" "$prefix/bin/neffd"
 install -D -m 0644 docs/OPERATIONS.md "$prefix/share/doc/neffd/OPERATIONS.md"
 
-getent group neuron >/dev/null || groupadd --system neuron
-getent passwd neffd >/dev/null ||
-  useradd --system --gid neuron --home-dir /var/lib/neffd \
-    --shell /usr/sbin/nologin --comment "neffd compile cache" neffd
-
 install -D -m 0644 deploy/tmpfiles.d/neffd.conf /usr/lib/tmpfiles.d/neffd.conf
 install -d -m 0755 /etc/neffd
 [[ -e /etc/neffd/neffd.env ]] || install -m 0644 deploy/neffd.env /etc/neffd/neffd.env
 sed "s|/usr/local/bin/neffd|$prefix/bin/neffd|" deploy/neffd.service \
   >/etc/systemd/system/neffd.service
 
-# ProtectSystem=strict: the cache dirs named in neffd.env must be writable.
-dropin=/etc/systemd/system/neffd.service.d
-install -d -m 0755 "$dropin"
-{
-  echo "# Written by deploy/install.sh from /etc/neffd/neffd.env."
-  echo "[Service]"
-  for var in TORCH_NEURONX_NEFF_CACHE_DIR TORCH_NEURONX_HLO_CACHE_DIR; do
-    dir=$(sed -n "s/^$var=//p" /etc/neffd/neffd.env | tail -1 | tr -d '"')
-    if [[ -n "$dir" ]]; then
-      mkdir -p "$dir" && chgrp neuron "$dir" && chmod 2775 "$dir"
-      echo "ReadWritePaths=-$dir"
-    fi
-  done
-} >"$dropin/paths.conf"
-
-if command -v systemd-tmpfiles >/dev/null; then
-  systemd-tmpfiles --create /usr/lib/tmpfiles.d/neffd.conf
-fi
+# The group, the user, the cache dirs' drop-in, the tmpfiles.d directories.
+bash deploy/service-setup.sh
 systemd-analyze verify /etc/systemd/system/neffd.service
 if ((start)); then
   systemctl daemon-reload

@@ -29,6 +29,8 @@ done
 
 bash -n "$runfiles/deploy/install.sh"
 bash -n "$runfiles/deploy/install-deps.sh"
+bash -n "$runfiles/deploy/package.sh"
+bash -n "$runfiles/deploy/service-setup.sh"
 # systemd's EnvironmentFile syntax is a subset of shell assignments.
 ( set -a; . "$runfiles/deploy/neffd.env"; [[ -n "$NEFFD_FLAGS" ]] )
 
