@@ -330,7 +330,8 @@ int ReportError(int code, absl::string_view message) {
 
 std::string NeffdHelp() {
   return absl::StrCat(
-      "usage: neffd [flags]: serve the per-host NEFF/HLO compile cache\n\n"
+      "usage: neffd [flags]: serve the per-host NEFF/HLO compile cache\n"
+      "       neffd --version\n\n"
       "Durations are seconds (30, 0.5) or 30s, 5m, 1h; sizes are bytes.\n"
       "Flags:\n",
       config::FlagsHelp("daemon/", VariableOf));

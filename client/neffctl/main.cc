@@ -25,6 +25,7 @@
 //   neffctl [--address A] [--json] doctor
 //
 //   neffctl --help | help [COMMAND]
+//   neffctl --version
 //
 // Flags may be spelled with '-' or '_'. Exit codes: 0 success or hit, 1 miss
 // (or a recorded failure / lock timeout / nothing to evict / no such entry /
@@ -263,7 +264,8 @@ std::string Help() {
   std::string help =
       "usage: neffctl [--address A] [--admin_address A] [--json] COMMAND "
       "[ARGS] [OPTIONS]\n"
-      "       neffctl help [COMMAND]\n\n"
+      "       neffctl help [COMMAND]\n"
+      "       neffctl --version\n\n"
       "Options for every command:\n";
   absl::StrAppend(&help, OptionHelp("address"), OptionHelp("admin_address"),
                   OptionHelp("json"), OptionHelp("tls_cert"),
