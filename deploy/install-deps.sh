@@ -8,7 +8,7 @@ set -euo pipefail
 PACKAGES=(
   bazel-bootstrap g++ pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  grpc-proto libabsl-dev librocksdb-dev libssl-dev libsystemd-dev
+  grpc-proto libabsl-dev librocksdb-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev
   clang-format faketime
