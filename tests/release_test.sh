@@ -196,7 +196,8 @@ for path in ./usr/local/bin/neffd ./usr/local/bin/neffctl \
     ./usr/local/bin/neffcc ./usr/local/lib/neffd/bin/neuronx-cc \
     ./usr/local/lib/libneffclient.so ./usr/local/include/neffclient.h \
     ./lib/systemd/system/neffd.service ./usr/lib/tmpfiles.d/neffd.conf \
-    ./etc/neffd/neffd.env ./usr/local/share/neffd/service-setup.sh; do
+    ./etc/neffd/neffd.env ./usr/local/share/neffd/service-setup.sh \
+    "${bundle[@]/#"$release"/./usr/local}"; do
   grep -qx -- "$path" <<<"$contents" || missing+=" $path"
 done
 deb_version=$(dpkg-deb -f "$deb" Version)
