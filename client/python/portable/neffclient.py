@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 
+# BEGIN EXCEPTIONS: the pybind11 module defines its exceptions from these
+# lines too (client/python/BUILD.bazel, :exceptions_header).
 class Error(RuntimeError):
     """A neffd client call failed; the message is the daemon's."""
 
@@ -61,6 +63,7 @@ class CompileError(Exception):
     def __init__(self, log=""):
         super().__init__(log)
         self.log = log
+# END EXCEPTIONS
 
 
 # neff_status and neff_compile_status (client/neffclient.h).
