@@ -104,6 +104,19 @@ class NeffccTest : public ::testing::Test {
     return argv;
   }
 
+  // `form` with IN and OUT replaced by the call's paths, after the
+  // masquerade's neuronx-cc.
+  std::vector<std::string> FormArgv(
+      const Call& call, const std::vector<std::string>& form) const {
+    std::vector<std::string> argv = {root_ + "/mask/neuronx-cc"};
+    for (const std::string& arg : form) {
+      argv.push_back(arg == "IN"    ? call.input
+                     : arg == "OUT" ? call.output
+                                    : arg);
+    }
+    return argv;
+  }
+
   // What the compiler itself makes of `call` (run directly, not counted).
   std::string Reference(const Call& call, std::vector<std::string> extra = {}) {
     const std::string out = call.output + ".reference";
@@ -165,7 +178,7 @@ TEST_F(NeffccTest, TwentyFourCallsOverThreeGraphsCompileThreeTimes) {
         ReadFile(entry.path().string() + "/compile_flags.json"));
     ASSERT_TRUE(record.ok()) << entry.path();
     EXPECT_EQ(absl::StrJoin(record->flags(), " "),
-              "--target=trn1 --framework=XLA");
+              "--framework=XLA --target=trn1");
     EXPECT_EQ(record->platform_target(), "trn1");
     EXPECT_EQ(record->input_size(), 15u);  // "HloModule 1111\n"
     ++records;
@@ -185,7 +198,7 @@ TEST_F(NeffccTest, ACodeFlagCompilesAnewAndExplainNamesIt) {
   EXPECT_TRUE(absl::StrContains(second.err, "same input cached as"))
       << second.err;
   EXPECT_TRUE(absl::StrContains(
-      second.err, "flags differing: (none) (cached) vs -O2 (now)"))
+      second.err, "flags differing: (none) (cached) vs --optlevel=2 (now)"))
       << second.err;
   ExpectOwnNeff(optimized, Reference(optimized, {"-O2"}));
   EXPECT_FALSE(ReadFile(optimized.output) == ReadFile(plain.output));
@@ -289,7 +302,7 @@ TEST_F(NeffccTest, WithoutTheDaemonEightCallsCompileOnce) {
   CommandResult optimized =
       RunCommand(Argv(NewCall("8888"), {"-O2"}), Env({"NEFFD_EXPLAIN=1"}));
   EXPECT_EQ(optimized.exit_code, 0) << optimized.err;
-  EXPECT_TRUE(absl::StrContains(optimized.err, "vs -O2 (now)"))
+  EXPECT_TRUE(absl::StrContains(optimized.err, "vs --optlevel=2 (now)"))
       << optimized.err;
 }
 
@@ -303,6 +316,84 @@ TEST_F(NeffccTest, PythonSubprocessAsLibneuronxla) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(LastLine(r.out), "OK 8 calls") << r.out << r.err;
   EXPECT_EQ(Runs(), 2);
+}
+
+// Issue 28: each call form the frameworks use, 4 concurrent callers each,
+// is one compile per form, and every caller gets the compiler's NEFF.
+TEST_F(NeffccTest, ConcurrentCallersOfEachFormCompileOnce) {
+  const std::vector<std::vector<std::string>> forms = {
+      // libneuronxla before 2024, and neuron_parallel_compile's workers.
+      {"compile", "--target=trn1", "--framework=XLA", "IN", "--output", "OUT",
+       "--verbose=35"},
+      // libneuronxla since 2024 (options before the subcommand).
+      {"--target=trn1", "compile", "--framework", "XLA", "IN", "--output",
+       "OUT"},
+      // TorchNeuron (the spec's form).
+      {"compile", "IN", "--framework", "XLA", "--target", "trn2", "--lnc", "2",
+       "-O1", "--output", "OUT"},
+      // NxD/NxDI and vLLM with a multi-value option.
+      {"compile", "--framework=XLA", "IN", "--target=trn1", "--pipeline",
+       "compile", "--model-type", "transformer", "--output", "OUT"},
+  };
+  std::vector<Call> calls;
+  std::vector<std::unique_ptr<Process>> processes;
+  for (size_t f = 0; f < forms.size(); ++f) {
+    for (int i = 0; i < 4; ++i) {
+      calls.push_back(NewCall(absl::StrCat("f", f)));
+      processes.push_back(
+          std::make_unique<Process>(FormArgv(calls.back(), forms[f]),
+                                    Env({"FAKE_NEURONX_CC_SLEEP_MS=300"})));
+    }
+  }
+  for (size_t i = 0; i < processes.size(); ++i) {
+    ASSERT_EQ(processes[i]->Wait(), 0) << processes[i]->Stderr();
+    EXPECT_EQ(processes[i]->Stderr(), "");
+    EXPECT_EQ(LastLine(processes[i]->Stdout()), "Compiler status PASS");
+  }
+  EXPECT_EQ(Runs(), static_cast<int>(forms.size()));
+  for (size_t i = 0; i < calls.size(); i += 4) {
+    const std::string expected = ReadFile(calls[i].output);
+    for (size_t j = i; j < i + 4; ++j) ExpectOwnNeff(calls[j], expected);
+  }
+}
+
+TEST_F(NeffccTest, TheThreeOptlevelSpellingsAreOneKey) {
+  const std::vector<std::vector<std::string>> spellings = {
+      {"-O", "2"}, {"-O2"}, {"--optlevel", "2"}, {"--optlevel=2"}};
+  std::string first;
+  for (const auto& spelling : spellings) {
+    Call call = NewCall("0202");
+    CommandResult r = RunCommand(Argv(call, spelling), Env());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (first.empty()) first = ReadFile(call.output);
+    ExpectOwnNeff(call, first);
+    EXPECT_TRUE(ReadFile(call.output) == Reference(call, spelling));
+  }
+  EXPECT_EQ(Runs(), 1);
+}
+
+TEST_F(NeffccTest, AnUncacheableCompileSaysWhyInOneLineAndSucceeds) {
+  for (int i = 0; i < 2; ++i) {
+    Call call = NewCall("5a5e");
+    CommandResult r = RunCommand(
+        FormArgv(call, {"compile", "--framework=XLA", "IN", "--pipeline",
+                        "compile", "SaveTemps", "--output", "OUT"}),
+        Env());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, "neffcc: warning: --pipeline"))
+        << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "running the compiler without"))
+        << r.err;
+    EXPECT_EQ(LastLine(r.out), "Compiler status PASS");
+    EXPECT_FALSE(ReadFile(call.output).empty());
+  }
+  EXPECT_EQ(Runs(), 2);
+  // Not a compile: nothing to cache and nothing said.
+  CommandResult other =
+      RunCommand({root_ + "/mask/neuronx-cc", "list-operators"}, Env());
+  EXPECT_EQ(other.exit_code, 0);
+  EXPECT_EQ(other.err, "");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -34,6 +35,25 @@ constexpr char kPassLine[] = "Compiler status PASS\n";
 void PrintError(absl::string_view message) {
   std::fprintf(stderr, "neffcc: %.*s\n", static_cast<int>(message.size()),
                message.data());
+}
+
+std::string CurrentDir() {
+  char buffer[PATH_MAX];
+  return getcwd(buffer, sizeof(buffer)) == nullptr ? "." : buffer;
+}
+
+// A keyed option whose value names a file: the key would hold the name, not
+// the bytes, so a changed file would hit a stale NEFF.
+absl::Status CheckNoFileValues(const CompileCommand& command) {
+  for (const std::string& value : command.keyed_values) {
+    struct stat st;
+    if (!value.empty() && stat(value.c_str(), &st) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the option value '", value,
+                       "' names a file whose bytes would not be in the key"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadInput(const std::string& path) {
@@ -155,6 +175,7 @@ int ExitStatusOfFailureLog(absl::string_view log) {
 
 absl::StatusOr<int> RunCachedCompile(CacheClient& client,
                                      const CompileFlowOptions& options) {
+  if (absl::Status s = CheckNoFileValues(options.command); !s.ok()) return s;
   absl::StatusOr<std::string> input = ReadInput(options.command.input);
   if (!input.ok()) return input.status();
   const std::string flags = absl::StrJoin(options.command.key_flags, " ");
@@ -196,8 +217,8 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
   auto compile = [&](const CompileJob& job) {
     compiled_here = true;
     std::vector<std::string> argv = {options.compiler};
-    for (std::string& arg :
-         WithOutput(options.compiler_args, job.output_path)) {
+    for (std::string& arg : RunnableArgs(options.compiler_args, options.command,
+                                         job.output_path, CurrentDir())) {
       argv.push_back(std::move(arg));
     }
     absl::StatusOr<CompilerRun> run = RunCompiler(argv, /*pass_through=*/true);

@@ -65,8 +65,9 @@ struct CompileFlowOptions {
 };
 
 // Answers the compile and returns the process's exit code. An error means
-// the cache could not be asked at all (unreadable input, a key that cannot
-// be derived) before anything ran: the caller runs the real compiler
+// the call cannot be cached (an option's value names a file) or the cache
+// could not be asked at all (unreadable input, a key that cannot be
+// derived) before anything ran: the caller runs the real compiler
 // unchanged.
 absl::StatusOr<int> RunCachedCompile(CacheClient& client,
                                      const CompileFlowOptions& options);

@@ -62,7 +62,9 @@ int Main(const std::vector<std::string>& argv) {
 
   absl::StatusOr<CompileCommand> command = ParseCompile(args->compiler_args);
   if (!command.ok()) {
-    if (!args->compiler_args.empty() && args->compiler_args[0] == "compile") {
+    // One line for a compile it cannot cache; other subcommands (--version,
+    // list-operators) have nothing to cache and pass silently.
+    if (!IsNotACompile(command.status())) {
       Warn(absl::StrCat(command.status().message(),
                         "; running the compiler without the cache"));
     }

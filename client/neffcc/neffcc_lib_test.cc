@@ -57,21 +57,47 @@ TEST(CommandLineTest, LibneuronxlaCompileKeysOnlyCodeChangingFlags) {
   EXPECT_EQ(command->output, "/tmp/w/out.neff");
   EXPECT_EQ(command->target, "trn1");
   EXPECT_THAT(command->key_flags,
-              ElementsAre("--target=trn1", "--framework=XLA", "-O2"));
+              ElementsAre("--framework=XLA", "--optlevel=2", "--target=trn1"));
 }
 
-TEST(CommandLineTest, SpaceAndEqualsFormsGiveTheSameFlags) {
-  auto spaced = ParseCompile(
-      Args({"compile", "--target", "trn2", "--verbose", "35", "in.pb",
-            "--workdir", "/w1", "--output=o.neff", "--model-type", "llm"}));
-  auto joined = ParseCompile(
-      Args({"compile", "--target=trn2", "--verbose=info", "in.pb",
-            "--workdir=/w2", "--output", "p.neff", "--model-type=llm"}));
-  ASSERT_TRUE(spaced.ok()) << spaced.status();
-  ASSERT_TRUE(joined.ok()) << joined.status();
-  EXPECT_EQ(spaced->key_flags, joined->key_flags);
-  EXPECT_THAT(spaced->key_flags,
-              ElementsAre("--target=trn2", "--model-type=llm"));
+// Every spelling of one setting, and every place an option may stand, gives
+// the flags of the first.
+TEST(CommandLineTest, EquivalentSpellingsGiveTheSameFlags) {
+  const std::vector<std::vector<std::string>> forms = {
+      Args({"compile", "--target=trn1", "--framework=XLA", "in.pb", "--output",
+            "o.neff", "-O2", "--lnc=2"}),
+      Args({"--target=trn1", "compile", "--framework", "XLA", "in.pb",
+            "--output", "o.neff", "-O", "2", "--lnc", "2"}),
+      Args({"--target", "trn1", "compile", "--framework", "XLA", "in.pb",
+            "--output=p.neff", "--optlevel", "2", "--logical-nc-config", "2",
+            "--verbose", "35"}),
+      Args({"compile", "in.pb", "--optlevel=2", "--logical-nc-config=2",
+            "--framework=XLA", "--workdir", "/w", "--target", "trn1",
+            "--output", "q.neff"}),
+  };
+  std::vector<std::string> first;
+  for (const auto& form : forms) {
+    auto command = ParseCompile(form);
+    ASSERT_TRUE(command.ok()) << command.status();
+    EXPECT_EQ(command->input, "in.pb");
+    EXPECT_EQ(command->target, "trn1");
+    if (first.empty()) first = command->key_flags;
+    EXPECT_EQ(command->key_flags, first);
+  }
+  EXPECT_THAT(first, ElementsAre("--framework=XLA", "--lnc=2", "--optlevel=2",
+                                 "--target=trn1"));
+}
+
+TEST(CommandLineTest, MultiValueAndBareOptions) {
+  auto command = ParseCompile(Args(
+      {"compile", "--framework", "XLA", "--pipeline", "compile", "Frontend",
+       "--enable-internal-neff-wrapper", "in.pb", "--output", "o.neff"}));
+  ASSERT_TRUE(command.ok()) << command.status();
+  EXPECT_EQ(command->input, "in.pb");
+  EXPECT_TRUE(command->wants_wrapper);
+  EXPECT_THAT(command->key_flags,
+              ElementsAre("--enable-internal-neff-wrapper", "--framework=XLA",
+                          "--pipeline=compile Frontend"));
 }
 
 TEST(CommandLineTest, UnknownFlagsAreKeyed) {
@@ -87,22 +113,47 @@ TEST(CommandLineTest, UnknownFlagsAreKeyed) {
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->input, "in.pb");
   EXPECT_THAT(bare->key_flags, ElementsAre("--enable-fast-thing"));
+  // Before the subcommand, "compile" is never a value.
+  auto global = ParseCompile(
+      Args({"--global-knob", "compile", "in.pb", "--output", "o"}));
+  ASSERT_TRUE(global.ok()) << global.status();
+  EXPECT_THAT(global->key_flags, ElementsAre("--global-knob"));
 }
 
 TEST(CommandLineTest, WhatIsNotACacheableCompile) {
-  EXPECT_FALSE(ParseCompile(Args({"--version"})).ok());
-  EXPECT_FALSE(ParseCompile(Args({"list-operators", "--framework=XLA"})).ok());
-  EXPECT_FALSE(ParseCompile(Args({"compile", "in.pb"})).ok());  // no output
-  EXPECT_FALSE(
-      ParseCompile(Args({"compile", "a.pb", "b.pb", "--output", "o"})).ok());
-  EXPECT_FALSE(ParseCompile(Args({"compile", "--output", "o"})).ok());
+  EXPECT_TRUE(IsNotACompile(ParseCompile(Args({"--version"})).status()));
+  EXPECT_TRUE(IsNotACompile(
+      ParseCompile(Args({"list-operators", "--framework=XLA"})).status()));
+  EXPECT_TRUE(IsNotACompile(
+      ParseCompile(Args({"--target", "trn1", "list-operators"})).status()));
+  for (const auto& args :
+       {Args({"compile", "in.pb"}),  // no output
+        Args({"compile", "a.pb", "b.pb", "--output", "o"}),
+        Args({"compile", "--output", "o"}),
+        Args({"compile", "in.pb", "--output", "o", "--help"}),
+        Args({"compile", "--pipeline", "compile", "SaveTemps", "--output", "o",
+              "--framework=XLA", "in.pb"})}) {
+    absl::Status status = ParseCompile(args).status();
+    EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+    EXPECT_FALSE(IsNotACompile(status)) << status;
+    EXPECT_EQ(status.message().find('\n'), absl::string_view::npos);
+  }
 }
 
-TEST(CommandLineTest, WithOutputRewritesBothForms) {
-  EXPECT_THAT(WithOutput(Args({"compile", "in", "--output", "a", "-O1"}), "/j"),
-              ElementsAre("compile", "in", "--output", "/j", "-O1"));
-  EXPECT_THAT(WithOutput(Args({"compile", "in", "--output=a"}), "/j"),
-              ElementsAre("compile", "in", "--output=/j"));
+TEST(CommandLineTest, RunnableArgsPlacesTheOutputAndAnchorsRelativePaths) {
+  auto args = Args({"--target=trn1", "compile", "in.pb", "--output", "a",
+                    "--logfile=log.txt", "--workdir", "/abs", "-O1"});
+  auto command = ParseCompile(args);
+  ASSERT_TRUE(command.ok()) << command.status();
+  EXPECT_THAT(RunnableArgs(args, *command, "/j/out.neff", "/cwd"),
+              ElementsAre("--target=trn1", "compile", "/cwd/in.pb", "--output",
+                          "/j/out.neff", "--logfile=/cwd/log.txt", "--workdir",
+                          "/abs", "-O1"));
+  auto joined = Args({"compile", "/in.pb", "--output=a"});
+  command = ParseCompile(joined);
+  ASSERT_TRUE(command.ok()) << command.status();
+  EXPECT_THAT(RunnableArgs(joined, *command, "/j", "/cwd"),
+              ElementsAre("compile", "/in.pb", "--output=/j"));
 }
 
 TEST(FailureLogTest, ExitStatusRoundTrips) {
