@@ -250,20 +250,26 @@ TEST_F(NeffccTest, SwitchesAndPassThrough) {
       << refused.err;
   EXPECT_EQ(Runs(), 0);
 
-  // Disabled: the real compiler, every time.
-  for (int i = 0; i < 2; ++i) {
-    CommandResult disabled = RunCommand(Argv(call), Env({"NEFFD_DISABLE=1"}));
-    EXPECT_EQ(disabled.exit_code, 0) << disabled.err;
+  // Disabled, by neffd's switch or the spec's: the real compiler, every
+  // time, and nothing published.
+  for (const char* off :
+       {"NEFFD_DISABLE=1", "TORCH_NEURONX_NEFF_DISABLE_CACHE=1"}) {
+    for (int i = 0; i < 2; ++i) {
+      CommandResult disabled = RunCommand(Argv(call), Env({off}));
+      EXPECT_EQ(disabled.exit_code, 0) << disabled.err;
+      EXPECT_EQ(disabled.err, "");
+    }
   }
-  EXPECT_EQ(Runs(), 2);
+  EXPECT_EQ(Runs(), 4);
   ExpectOwnNeff(call, Reference(call));
+  EXPECT_EQ(RunCommand(Argv(call), Env({"NEFFD_NO_COMPILE=1"})).exit_code, 75);
 
   // Cached now: NEFFD_NO_COMPILE=1 is a hit.
   ASSERT_EQ(RunCommand(Argv(call), Env()).exit_code, 0);
   CommandResult hit =
       RunCommand(Argv(NewCall("7777")), Env({"NEFFD_NO_COMPILE=1"}));
   EXPECT_EQ(hit.exit_code, 0) << hit.err;
-  EXPECT_EQ(Runs(), 3);
+  EXPECT_EQ(Runs(), 5);
 
   CommandResult version =
       RunCommand({root_ + "/mask/neuronx-cc", "--version"}, Env());
