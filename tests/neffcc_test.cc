@@ -25,6 +25,7 @@
 namespace neffd::test_support {
 namespace {
 
+constexpr char kVersion[] = "2.19.8089.0+8ab9f450";
 constexpr char kVersionDir[] = "neuronxcc-2.19.8089.0+8ab9f450";
 
 std::string LastLine(const std::string& text) {
@@ -143,6 +144,38 @@ class NeffccTest : public ::testing::Test {
   }
 
   int Runs() const { return ReadLines(runs_file()).size(); }
+
+  // The keys of the store's entry directories (entries and failures).
+  std::vector<std::string> Keys() const {
+    std::vector<std::string> keys;
+    const std::string dir = root_ + "/neff/" + kVersionDir;
+    if (!std::filesystem::exists(dir)) return keys;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      std::string name = entry.path().filename().string();
+      if (absl::StartsWith(name, "MODULE_")) keys.push_back(name.substr(7));
+    }
+    return keys;
+  }
+  std::string OnlyKey() const {
+    std::vector<std::string> keys = Keys();
+    EXPECT_EQ(keys.size(), 1u);
+    return keys.empty() ? "" : keys[0];
+  }
+  // The key neffcc gave `call`, from its miss record (written before it
+  // compiled).
+  std::string KeyOf(const Call& call) const {
+    for (const std::string& key : Keys()) {
+      absl::StatusOr<v1::KeyInputsRecord> record = KeyInputsFromJson(
+          ReadFile(absl::StrCat(root_, "/neff/", kVersionDir, "/MODULE_", key,
+                                "/compile_flags.json")));
+      if (record.ok() &&
+          absl::StrContains(absl::StrJoin(record->invocation(), " "),
+                            call.input)) {
+        return key;
+      }
+    }
+    return "";
+  }
   std::string runs_file() const { return root_ + "/runs.txt"; }
 
   std::string root_;
@@ -400,6 +433,68 @@ TEST_F(NeffccTest, AnUncacheableCompileSaysWhyInOneLineAndSucceeds) {
       RunCommand({root_ + "/mask/neuronx-cc", "list-operators"}, Env());
   EXPECT_EQ(other.exit_code, 0);
   EXPECT_EQ(other.err, "");
+}
+
+// Issue 28: only verdicts are shared. Callers whose compiler dies without
+// one (a signal, an exit without "Compiler status ERROR") each fail alone,
+// concurrent waiters compile again, and nothing is recorded.
+TEST_F(NeffccTest, ACompilerDyingWithoutAVerdictIsCompiledAgain) {
+  for (const char* death :
+       {"FAKE_NEURONX_CC_CRASH=1", "FAKE_NEURONX_CC_NO_VERDICT=1"}) {
+    const int before = Runs();
+    std::vector<std::unique_ptr<Process>> processes;
+    for (int i = 0; i < 3; ++i) {
+      processes.push_back(std::make_unique<Process>(
+          Argv(NewCall("d1ed")), Env({death, "FAKE_NEURONX_CC_SLEEP_MS=200"})));
+    }
+    for (auto& p : processes) {
+      EXPECT_EQ(p->Wait(), 137) << death << ": " << p->Stderr();
+      EXPECT_FALSE(absl::StrContains(p->Stderr(),
+                                     "failed to compile in "
+                                     "another process"))
+          << p->Stderr();
+    }
+    EXPECT_EQ(Runs() - before, 3) << death;  // each caller compiled itself
+    Call next = NewCall("d1ed");
+    CommandResult r = RunCommand(Argv(next), Env());
+    ASSERT_EQ(r.exit_code, 0) << death << ": " << r.err;
+    ExpectOwnNeff(next, Reference(next));
+    EXPECT_EQ(Runs() - before, 4) << death;
+    // Cached now; the next death test needs a fresh graph.
+    ASSERT_EQ(RunNeffctl(*daemon_, {"evict", "neff", OnlyKey(),
+                                    "--compiler_version", kVersion})
+                  .exit_code,
+              0);
+  }
+}
+
+// A recorded failure (a verdict) is served until `neffctl forget` drops it.
+TEST_F(NeffccTest, ForgetDropsARecordedFailure) {
+  Call call = NewCall("f0f0");
+  WriteFile(call.input, "HloModule FAIL_THIS_GRAPH f0f0\n");
+  EXPECT_EQ(RunCommand(Argv(call), Env()).exit_code, 70);
+  EXPECT_EQ(RunCommand(Argv(call), Env()).exit_code, 70);
+  EXPECT_EQ(Runs(), 1);
+  const std::string key = OnlyKey();
+  CommandResult forgot = RunNeffctl(
+      *daemon_, {"forget", "neff", key, "--compiler_version", kVersion});
+  ASSERT_EQ(forgot.exit_code, 0) << forgot.err;
+  EXPECT_EQ(forgot.out, absl::StrCat("forgot the recorded failure of neff/",
+                                     kVersion, "/", key, "\n"));
+  // Forgotten: the next caller compiles (and fails) again.
+  EXPECT_EQ(RunCommand(Argv(call), Env()).exit_code, 70);
+  EXPECT_EQ(Runs(), 2);
+  // A cached entry is not a failure: forget refuses it and leaves it.
+  Call good = NewCall("f1f1");
+  ASSERT_EQ(RunCommand(Argv(good), Env()).exit_code, 0);
+  CommandResult refused = RunNeffctl(
+      *daemon_,
+      {"forget", "neff", KeyOf(good), "--compiler_version", kVersion});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.err, "not a recorded failure"))
+      << refused.err;
+  EXPECT_EQ(RunCommand(Argv(NewCall("f1f1")), Env()).exit_code, 0);
+  EXPECT_EQ(Runs(), 3);
 }
 
 }  // namespace

@@ -163,6 +163,19 @@ void WriteMissRecord(const CacheClientOptions& client, absl::string_view key,
 
 }  // namespace
 
+CompileResult Verdict(int wait_status, const std::string& output) {
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) != 0) {
+    if (!absl::StrContains(output, kErrorVerdict)) {
+      return CompileResult::Cancelled(
+          absl::StrCat("the compiler exited ", WEXITSTATUS(wait_status),
+                       " without its verdict (", kErrorVerdict, ")"));
+    }
+    return CompileResult::CompilerError(
+        absl::StrCat(kExitStatusLine, WEXITSTATUS(wait_status), "\n", output));
+  }
+  return CompileResult::FromWaitStatus(wait_status, output);
+}
+
 int ExitStatusOfFailureLog(absl::string_view log) {
   int status = 1;
   if (!absl::ConsumePrefix(&log, kExitStatusLine)) return status;
@@ -224,12 +237,7 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
     absl::StatusOr<CompilerRun> run = RunCompiler(argv, /*pass_through=*/true);
     if (!run.ok()) return CompileResult::Cancelled(run.status().ToString());
     compiler_status = run->wait_status;
-    return CompileResult::FromWaitStatus(
-        run->wait_status,
-        absl::StrCat(
-            kExitStatusLine,
-            WIFEXITED(run->wait_status) ? WEXITSTATUS(run->wait_status) : 1,
-            "\n", run->output));
+    return Verdict(run->wait_status, run->output);
   };
   absl::StatusOr<CacheResult> result =
       client.GetOrCompile(kNamespace, options.compiler_version, *key, compile,

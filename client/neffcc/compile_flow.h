@@ -19,13 +19,19 @@
 //         kKeyInputsMetadata (and so compile_flags.json), then placed at
 //         --output like a hit. Concurrent callers of the key wait and get it.
 //   fail  the compiling caller exits with the compiler's exit status (its
-//         output was already shown). The recorded failure log starts with
-//         the line "neffcc: compiler exit status N" (kExitStatusLine) and
-//         then holds the tail of the compiler's stdout and stderr; callers
-//         that waited, and every caller until the failure's retry-after
-//         time, print that text on stderr and exit with N, without
-//         compiling. A compiler killed by a signal is not recorded
-//         (CompileResult::FromWaitStatus); its caller exits 128 + signal.
+//         output was already shown). Only a verdict is shared (Verdict):
+//         a failure is recorded only when the compiler ran to its end and
+//         said so, a nonzero exit status with "Compiler status ERROR" in its
+//         output. The recorded failure log starts with the line "neffcc:
+//         compiler exit status N" (kExitStatusLine) and then holds the tail
+//         of the compiler's stdout and stderr; callers that waited, and
+//         every caller until the failure's retry-after time (or `neffctl
+//         forget`), print that text on stderr and exit with N, without
+//         compiling. A compiler killed by a signal (its caller exits 128 +
+//         signal), one that exits nonzero without the verdict (out of
+//         memory, "Killed") and one whose output cannot be written are that
+//         caller's alone: nothing is recorded and the next caller (a waiter
+//         included) compiles again.
 //
 // NEFFD_NO_COMPILE=1 turns a miss into exit kExitNoCompile with the key and
 // the explanation on stderr; NEFFD_EXPLAIN=1 writes "neffcc: <ExplainMiss>"
@@ -53,6 +59,8 @@ inline constexpr int kExitNoCompile = 75;
 inline constexpr int kExitNeffccError = 1;
 // The first line of a failure log neffcc records; %d is the exit status.
 inline constexpr char kExitStatusLine[] = "neffcc: compiler exit status ";
+// What neuronx-cc prints when it ran to its end and the compile failed.
+inline constexpr char kErrorVerdict[] = "Compiler status ERROR";
 
 struct CompileFlowOptions {
   std::string compiler;  // the real compiler's path
@@ -71,6 +79,10 @@ struct CompileFlowOptions {
 // unchanged.
 absl::StatusOr<int> RunCachedCompile(CacheClient& client,
                                      const CompileFlowOptions& options);
+
+// What a compiler run means for the cache: Ok (exit 0), a CompilerError to
+// record (nonzero exit with kErrorVerdict in `output`), else Cancelled.
+CompileResult Verdict(int wait_status, const std::string& output);
 
 // The exit status a recorded failure log carries (1 if it has none).
 int ExitStatusOfFailureLog(absl::string_view log);

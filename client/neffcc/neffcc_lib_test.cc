@@ -1,8 +1,10 @@
 // neffcc's pieces on their own: the command line and the key's flags, the
 // real compiler's resolution through symlinks, its version and the version
 // cache (with real scripts on a real filesystem).
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -162,6 +164,21 @@ TEST(FailureLogTest, ExitStatusRoundTrips) {
             70);
   EXPECT_EQ(ExitStatusOfFailureLog("ERROR: from another client"), 1);
   EXPECT_EQ(ExitStatusOfFailureLog(absl::StrCat(kExitStatusLine, "x\n")), 1);
+}
+
+TEST(VerdictTest, OnlyACompilerThatSaysErrorIsAFailure) {
+  EXPECT_EQ(Verdict(W_EXITCODE(0, 0), "Compiler status PASS\n").kind,
+            CompileResult::Kind::kOk);
+  CompileResult failed =
+      Verdict(W_EXITCODE(70, 0), "ERROR: bad op\nCompiler status ERROR\n");
+  EXPECT_EQ(failed.kind, CompileResult::Kind::kCompilerError);
+  EXPECT_EQ(ExitStatusOfFailureLog(failed.log), 70);
+  EXPECT_EQ(Verdict(W_EXITCODE(137, 0), "Killed\n").kind,
+            CompileResult::Kind::kCancelled);
+  EXPECT_EQ(Verdict(W_EXITCODE(1, 0), "ERROR: cannot write out.neff\n").kind,
+            CompileResult::Kind::kCancelled);
+  EXPECT_EQ(Verdict(W_EXITCODE(0, SIGKILL), "Compiler status ERROR\n").kind,
+            CompileResult::Kind::kCancelled);
 }
 
 class RealCompilerTest : public ::testing::Test {

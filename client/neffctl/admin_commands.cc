@@ -145,9 +145,10 @@ int Ctl::ResetStats() {
   return kOk;
 }
 
-int Ctl::Evict(const EntryKey& id) {
+int Ctl::Evict(const EntryKey& id, bool failure_only) {
   v1::EvictRequest request;
   *request.mutable_id() = id.ToProto();
+  request.set_failure_only(failure_only);
   v1::EvictResponse response;
   grpc::Status status =
       operator_->Evict(Context(absl::Minutes(5)).get(), request, &response);
@@ -155,6 +156,10 @@ int Ctl::Evict(const EntryKey& id) {
   const bool removed = response.removed_entry() || response.removed_failure();
   if (json_) {
     PrintJson(response);
+  } else if (failure_only) {
+    std::printf(removed ? "forgot the recorded failure of %s\n"
+                        : "no recorded failure %s\n",
+                id.Canonical().c_str());
   } else if (removed) {
     std::printf(
         "evicted %s%s\n", id.Canonical().c_str(),

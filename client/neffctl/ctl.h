@@ -90,7 +90,8 @@ class Ctl {
 
   // Operator commands (admin_commands.cc).
   int Stats();
-  int Evict(const EntryKey& id);
+  // With `failure_only` (neffctl forget) only a recorded failure goes.
+  int Evict(const EntryKey& id, bool failure_only = false);
   int Verify(const std::string& ns, bool all);
   int Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
          bool dry_run);
