@@ -24,10 +24,14 @@
 //   FAKE_NEURONX_CC_NO_VERDICT  if set, the compile prints "Killed" on
 //                               stderr and exits 137 without a verdict (what
 //                               a shell reports for an OOM-killed child)
+//   FAKE_NEURONX_CC_TEMP_DIR    if set, a successful compile also leaves a
+//                               directory "neuroncc_temps" in its working
+//                               directory (a result neffcc cannot capture)
 // An input containing FAIL_THIS_GRAPH fails: an error on stderr, "Compiler
 // status ERROR" on stdout, exit 70.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -184,6 +188,9 @@ int Compile(const Command& command) {
   if (!out.write(neff.data(), neff.size()) || !out.flush()) {
     std::fprintf(stderr, "ERROR: cannot write %s\n", output.c_str());
     return 1;
+  }
+  if (std::getenv("FAKE_NEURONX_CC_TEMP_DIR") != nullptr) {
+    mkdir("neuroncc_temps", 0755);
   }
   if (command.wrapper) {
     const std::string wrapped = NeffBytes(

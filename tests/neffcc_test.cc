@@ -28,6 +28,17 @@ namespace {
 constexpr char kVersion[] = "2.19.8089.0+8ab9f450";
 constexpr char kVersionDir[] = "neuronxcc-2.19.8089.0+8ab9f450";
 
+std::string DirOf(const std::string& path) {
+  return path.substr(0, path.rfind('/'));
+}
+
+// `argv` run with `dir` as its working directory.
+std::vector<std::string> InDir(const std::string& dir,
+                               std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", dir});
+  return argv;
+}
+
 std::string LastLine(const std::string& text) {
   std::vector<std::string> lines =
       absl::StrSplit(text, '\n', absl::SkipEmpty());
@@ -495,6 +506,71 @@ TEST_F(NeffccTest, ForgetDropsARecordedFailure) {
       << refused.err;
   EXPECT_EQ(RunCommand(Argv(NewCall("f1f1")), Env()).exit_code, 0);
   EXPECT_EQ(Runs(), 3);
+}
+
+// Issue 28: a wrapper compile's result is the NEFF and wrapped_neff.hlo in
+// the working directory; every caller, each in its own directory, gets both
+// byte for byte, from one compile.
+TEST_F(NeffccTest, AWrapperCompileGivesEveryCallerItsWholeResult) {
+  const std::vector<std::string> wrapper = {"--enable-internal-neff-wrapper"};
+  Call reference_call = NewCall("3a3a");
+  CommandResult reference = RunCommand(
+      InDir(DirOf(reference_call.input),
+            {Runfile("tests/fake_neuronx_cc"), "--target=trn1", "compile",
+             "--framework=XLA", reference_call.input, "--output",
+             reference_call.output, "--enable-internal-neff-wrapper"}),
+      {"FAKE_NEURONX_CC_RUNS=/dev/null"});
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::string neff = ReadFile(reference_call.output);
+  const std::string wrapped =
+      ReadFile(DirOf(reference_call.input) + "/wrapped_neff.hlo");
+  ASSERT_FALSE(wrapped.empty());
+
+  for (int round = 0; round < 2; ++round) {  // compiled, then a hit
+    std::vector<Call> calls;
+    std::vector<std::unique_ptr<Process>> processes;
+    for (int i = 0; i < 3; ++i) {
+      calls.push_back(NewCall("3a3a"));
+      processes.push_back(std::make_unique<Process>(
+          InDir(
+              DirOf(calls.back().input),
+              FormArgv(calls.back(),
+                       {"--target=trn1", "compile", "--framework", "XLA", "IN",
+                        "--output", "OUT", "--enable-internal-neff-wrapper"})),
+          Env({"FAKE_NEURONX_CC_SLEEP_MS=300"})));
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      ASSERT_EQ(processes[i]->Wait(), 0) << processes[i]->Stderr();
+      ExpectOwnNeff(calls[i], neff);
+      const std::string side = DirOf(calls[i].input) + "/wrapped_neff.hlo";
+      EXPECT_TRUE(ReadFile(side) == wrapped) << side;
+    }
+    EXPECT_EQ(Runs(), 1) << "round " << round;
+  }
+  // The same graph without the wrapper is another result: only a NEFF.
+  Call plain = NewCall("3a3a");
+  ASSERT_EQ(RunCommand(InDir(DirOf(plain.input), Argv(plain)), Env()).exit_code,
+            0);
+  EXPECT_FALSE(
+      std::filesystem::exists(DirOf(plain.input) + "/wrapped_neff.hlo"));
+  EXPECT_EQ(Runs(), 2);
+}
+
+// A result neffcc cannot capture (here a directory the compiler leaves in its
+// working directory) is the caller's, with one line, and never cached.
+TEST_F(NeffccTest, AResultThatCannotBeCapturedIsNotCached) {
+  for (int i = 0; i < 2; ++i) {
+    Call call = NewCall("4d4d");
+    CommandResult r = RunCommand(InDir(DirOf(call.input), Argv(call)),
+                                 Env({"FAKE_NEURONX_CC_TEMP_DIR=1"}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "neuroncc_temps")) << r.err;
+    ExpectOwnNeff(call, Reference(call));
+    EXPECT_TRUE(
+        std::filesystem::is_directory(DirOf(call.input) + "/neuroncc_temps"));
+  }
+  EXPECT_EQ(Runs(), 2);
 }
 
 }  // namespace

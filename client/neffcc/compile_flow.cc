@@ -3,13 +3,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -21,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "client/explain.h"
 #include "client/neffcc/cached_inputs.h"
+#include "client/neffcc/outputs.h"
 #include "client/neffcc/real_compiler.h"
 #include "store/digest.h"
 #include "store/file_util.h"
@@ -35,6 +35,16 @@ constexpr char kPassLine[] = "Compiler status PASS\n";
 void PrintError(absl::string_view message) {
   std::fprintf(stderr, "neffcc: %.*s\n", static_cast<int>(message.size()),
                message.data());
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 std::string CurrentDir() {
@@ -66,43 +76,88 @@ absl::StatusOr<std::string> ReadInput(const std::string& path) {
   return bytes.str();
 }
 
-// Writes `source`'s bytes to `target` as a new file of its own: a reflink
-// where the filesystem shares extents (FICLONE), else a kernel copy. Built
-// beside the target and renamed over it, so nobody sees a partial NEFF.
-absl::Status PlaceOutput(const std::string& source, const std::string& target) {
-  UniqueFd in(open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) return absl::ErrnoToStatus(errno, "opening " + source);
-  const size_t slash = target.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : target.substr(0, slash);
-  const std::string temp = absl::StrCat(
-      dir, "/",
-      UniqueTempName(
-          slash == std::string::npos ? target : target.substr(slash + 1),
-          "neffcc"));
-  UniqueFd out(open(temp.c_str(),
-                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    0666));
-  if (!out.valid()) return absl::ErrnoToStatus(errno, "writing " + target);
-  if (ioctl(out.get(), FICLONE, in.get()) != 0) {
-    absl::StatusOr<uint64_t> copied =
-        CopyFileContents(in.get(), out.get(), source);
-    if (!copied.ok()) {
-      unlink(temp.c_str());
-      return copied.status();
-    }
+// The compiler's result, for the caller alone (it could not be cached):
+// every file where the compiler would have written it.
+absl::Status DeliverUncached(const std::string& neff,
+                             const std::string& cwd_dir,
+                             const std::string& out_dir,
+                             const CompileFlowOptions& options) {
+  if (absl::Status s = PlaceFile(neff, options.command.output); !s.ok()) {
+    return s;
   }
-  if (rename(temp.c_str(), target.c_str()) != 0) {
-    const int err = errno;
-    unlink(temp.c_str());
-    return absl::ErrnoToStatus(err, "writing " + target);
+  const std::string output_dir = DirName(options.command.output);
+  for (const auto& [from, to] :
+       {std::pair{cwd_dir, CurrentDir()}, std::pair{out_dir, output_dir}}) {
+    std::error_code error;
+    for (const auto& e : std::filesystem::directory_iterator(from, error)) {
+      const std::string target =
+          absl::StrCat(to, "/", e.path().filename().string());
+      if (e.path() == neff) continue;
+      if (rename(e.path().c_str(), target.c_str()) != 0) {
+        return absl::ErrnoToStatus(errno, "moving " + e.path().string());
+      }
+    }
   }
   return absl::OkStatus();
 }
 
+// Runs the compiler in {workdir}/cwd with --output in {workdir}/out, so that
+// everything it writes is this call's (client/neffcc/outputs.h), and leaves
+// the artifact at job.output_path. A result that cannot be captured is
+// placed for the caller, `uncaptured` says why, and the compile is
+// Cancelled (nothing published or recorded).
+CompileResult CompileInPrivateDirs(const CompileFlowOptions& options,
+                                   const CompileJob& job, int& compiler_status,
+                                   std::string& uncaptured) {
+  const std::string cwd_dir = job.workdir + "/cwd";
+  const std::string out_dir = job.workdir + "/out";
+  const std::string output_name = BaseName(options.command.output);
+  for (const std::string& dir : {cwd_dir, out_dir}) {
+    if (absl::Status s = RemoveTree(dir); !s.ok() && !absl::IsNotFound(s)) {
+      return CompileResult::Cancelled(s.ToString());
+    }
+    if (absl::Status s = MakeDirs(dir); !s.ok()) {
+      return CompileResult::Cancelled(s.ToString());
+    }
+  }
+  const std::string neff = out_dir + "/" + output_name;
+  std::vector<std::string> argv = {options.compiler};
+  for (std::string& arg : RunnableArgs(options.compiler_args, options.command,
+                                       neff, CurrentDir())) {
+    argv.push_back(std::move(arg));
+  }
+  absl::StatusOr<CompilerRun> run =
+      RunCompiler(argv, /*pass_through=*/true, cwd_dir);
+  if (!run.ok()) return CompileResult::Cancelled(run.status().ToString());
+  compiler_status = run->wait_status;
+  CompileResult verdict = Verdict(run->wait_status, run->output);
+  // The compiler's own log goes where it would have, result or not.
+  for (absl::string_view log : kCompilerLogs) {
+    const std::string path = absl::StrCat(cwd_dir, "/", log);
+    if (access(path.c_str(), F_OK) == 0) {
+      (void)PlaceFile(path, absl::StrCat(CurrentDir(), "/", log));
+    }
+  }
+  if (verdict.kind != CompileResult::Kind::kOk) return verdict;
+  absl::StatusOr<std::vector<SideOutput>> sides =
+      CollectSideOutputs(cwd_dir, out_dir, output_name);
+  if (sides.ok()) {
+    absl::Status written = WriteArtifact(neff, *sides, job.output_path);
+    if (written.ok()) return verdict;
+    sides = written;
+  }
+  uncaptured = std::string(sides.status().message());
+  if (absl::Status s = DeliverUncached(neff, cwd_dir, out_dir, options);
+      !s.ok()) {
+    uncaptured = absl::StrCat(uncaptured, "; ", s.message());
+  }
+  return CompileResult::Cancelled(uncaptured);
+}
+
 int Delivered(const CacheResult& result, const CompileFlowOptions& options,
               bool compiled_here) {
-  if (absl::Status s = PlaceOutput(result.path, options.command.output);
+  if (absl::Status s =
+          PlaceResult(result.path, options.command.output, CurrentDir());
       !s.ok()) {
     PrintError(s.message());
     return kExitNeffccError;
@@ -227,22 +282,20 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
 
   bool compiled_here = false;
   int compiler_status = 0;
+  std::string uncaptured;  // why the compiler's result could not be cached
   auto compile = [&](const CompileJob& job) {
     compiled_here = true;
-    std::vector<std::string> argv = {options.compiler};
-    for (std::string& arg : RunnableArgs(options.compiler_args, options.command,
-                                         job.output_path, CurrentDir())) {
-      argv.push_back(std::move(arg));
-    }
-    absl::StatusOr<CompilerRun> run = RunCompiler(argv, /*pass_through=*/true);
-    if (!run.ok()) return CompileResult::Cancelled(run.status().ToString());
-    compiler_status = run->wait_status;
-    return Verdict(run->wait_status, run->output);
+    return CompileInPrivateDirs(options, job, compiler_status, uncaptured);
   };
   absl::StatusOr<CacheResult> result =
       client.GetOrCompile(kNamespace, options.compiler_version, *key, compile,
                           {{kKeyInputsMetadata, json}});
   if (result.ok()) return Delivered(*result, options, compiled_here);
+  if (!uncaptured.empty()) {
+    PrintError(absl::StrCat("warning: ", uncaptured,
+                            "; the result is yours, not cached"));
+    return 0;
+  }
   if (compiled_here && WIFSIGNALED(compiler_status)) {
     PrintError(result.status().message());
     return 128 + WTERMSIG(compiler_status);

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/neffcc/command_line.h"
 #include "client/neffcc/compile_flow.h"
+#include "client/neffcc/outputs.h"
 #include "client/neffcc/real_compiler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -179,6 +181,74 @@ TEST(VerdictTest, OnlyACompilerThatSaysErrorIsAFailure) {
             CompileResult::Kind::kCancelled);
   EXPECT_EQ(Verdict(W_EXITCODE(0, SIGKILL), "Compiler status ERROR\n").kind,
             CompileResult::Kind::kCancelled);
+}
+
+class OutputsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = test_support::TestTempDir();
+    for (const char* dir : {"/cwd", "/out", "/caller", "/caller/o"}) {
+      ASSERT_TRUE(MakeDirs(root_ + dir).ok());
+    }
+  }
+  void Write(const std::string& path, const std::string& bytes) {
+    std::ofstream(root_ + path, std::ios::binary) << bytes;
+  }
+  std::string Read(const std::string& path) {
+    std::ifstream in(root_ + path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string root_;
+};
+
+TEST_F(OutputsTest, ABundleRecreatesEveryOutputWhereTheCompilerWroteIt) {
+  Write("/out/m.neff", std::string(5000, 'N'));
+  Write("/out/m.json", "{}");
+  Write("/cwd/wrapped_neff.hlo", "HloModule wrapped\n");
+  Write("/cwd/log-neuron-cc.txt", "a log, not a result\n");
+  auto sides = CollectSideOutputs(root_ + "/cwd", root_ + "/out", "m.neff");
+  ASSERT_TRUE(sides.ok()) << sides.status();
+  ASSERT_EQ(sides->size(), 2u);
+  ASSERT_TRUE(
+      WriteArtifact(root_ + "/out/m.neff", *sides, root_ + "/artifact").ok());
+  ASSERT_TRUE(PlaceResult(root_ + "/artifact", root_ + "/caller/o/x.neff",
+                          root_ + "/caller")
+                  .ok());
+  EXPECT_EQ(Read("/caller/o/x.neff"), std::string(5000, 'N'));
+  EXPECT_EQ(Read("/caller/o/m.json"), "{}");
+  EXPECT_EQ(Read("/caller/wrapped_neff.hlo"), "HloModule wrapped\n");
+  EXPECT_EQ(access((root_ + "/caller/log-neuron-cc.txt").c_str(), F_OK), -1);
+}
+
+TEST_F(OutputsTest, APlainNeffStaysAPlainNeff) {
+  Write("/out/m.neff", "NEFF bytes");
+  auto sides = CollectSideOutputs(root_ + "/cwd", root_ + "/out", "m.neff");
+  ASSERT_TRUE(sides.ok()) << sides.status();
+  EXPECT_TRUE(sides->empty());
+  ASSERT_TRUE(
+      WriteArtifact(root_ + "/out/m.neff", *sides, root_ + "/artifact").ok());
+  EXPECT_EQ(Read("/artifact"), "NEFF bytes");
+  ASSERT_TRUE(
+      PlaceResult(root_ + "/artifact", root_ + "/caller/x", root_ + "/caller")
+          .ok());
+  EXPECT_EQ(Read("/caller/x"), "NEFF bytes");
+}
+
+TEST_F(OutputsTest, WhatCannotBeCaptured) {
+  ASSERT_TRUE(MakeDirs(root_ + "/cwd/temps").ok());
+  auto dir = CollectSideOutputs(root_ + "/cwd", root_ + "/out", "m.neff");
+  EXPECT_TRUE(absl::IsFailedPrecondition(dir.status())) << dir.status();
+  rmdir((root_ + "/cwd/temps").c_str());
+  for (size_t i = 0; i <= kMaxSideOutputs; ++i) {
+    Write(absl::StrCat("/cwd/side", i), "x");
+  }
+  auto many = CollectSideOutputs(root_ + "/cwd", root_ + "/out", "m.neff");
+  EXPECT_TRUE(absl::IsFailedPrecondition(many.status())) << many.status();
+  // A damaged bundle is an error, never a NEFF.
+  Write("/artifact", "NEFFCC-BUNDLE 1\n99 output\n\nshort");
+  EXPECT_FALSE(
+      PlaceResult(root_ + "/artifact", root_ + "/caller/x", root_ + "/caller")
+          .ok());
 }
 
 class RealCompilerTest : public ::testing::Test {
