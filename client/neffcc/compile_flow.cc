@@ -37,16 +37,6 @@ void PrintError(absl::string_view message) {
                message.data());
 }
 
-std::string DirName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 std::string CurrentDir() {
   char buffer[PATH_MAX];
   return getcwd(buffer, sizeof(buffer)) == nullptr ? "." : buffer;
@@ -191,21 +181,6 @@ int ReportRecordedFailure(const absl::Status& status) {
   return ExitStatusOfFailureLog(log);
 }
 
-v1::KeyInputsRecord MakeRecord(absl::string_view input,
-                               const std::string& platform_target,
-                               const CompileFlowOptions& options) {
-  v1::KeyInputsRecord record;
-  record.set_input_sha256(Sha256Hex(input));
-  record.set_input_size(input.size());
-  for (const std::string& flag : options.command.key_flags) {
-    record.add_flags(flag);
-  }
-  record.set_compiler_version(options.compiler_version);
-  record.set_platform_target(platform_target);
-  for (const std::string& arg : options.invocation) record.add_invocation(arg);
-  return record;
-}
-
 // So `neffctl why` can explain a key that is not cached (yet). Best effort.
 void WriteMissRecord(const CacheClientOptions& client, absl::string_view key,
                      const std::string& json) {
@@ -217,6 +192,31 @@ void WriteMissRecord(const CacheClientOptions& client, absl::string_view key,
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> DeriveCompileKey(const CacheClient& client,
+                                             const CompileCommand& command,
+                                             absl::string_view input,
+                                             const std::string& version) {
+  return client.DeriveKey(input, absl::StrJoin(command.key_flags, " "), version,
+                          command.target);
+}
+
+v1::KeyInputsRecord MakeKeyInputs(const CacheClient& client,
+                                  const CompileCommand& command,
+                                  absl::string_view input,
+                                  const std::string& version,
+                                  const std::vector<std::string>& invocation) {
+  v1::KeyInputsRecord record;
+  record.set_input_sha256(Sha256Hex(input));
+  record.set_input_size(input.size());
+  for (const std::string& flag : command.key_flags) record.add_flags(flag);
+  record.set_compiler_version(version);
+  record.set_platform_target(command.target.empty()
+                                 ? client.options().platform_target
+                                 : command.target);
+  for (const std::string& arg : invocation) record.add_invocation(arg);
+  return record;
+}
 
 CompileResult Verdict(int wait_status, const std::string& output) {
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) != 0) {
@@ -246,9 +246,8 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
   if (absl::Status s = CheckNoFileValues(options.command); !s.ok()) return s;
   absl::StatusOr<std::string> input = ReadInput(options.command.input);
   if (!input.ok()) return input.status();
-  const std::string flags = absl::StrJoin(options.command.key_flags, " ");
-  absl::StatusOr<std::string> key = client.DeriveKey(
-      *input, flags, options.compiler_version, options.command.target);
+  absl::StatusOr<std::string> key = DeriveCompileKey(
+      client, options.command, *input, options.compiler_version);
   if (!key.ok()) return key.status();
   absl::StatusOr<std::optional<CacheResult>> found =
       client.Lookup(kNamespace, options.compiler_version, *key);
@@ -260,10 +259,9 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
   }
   if (found->has_value()) return Delivered(**found, options, false);
 
-  const std::string target = options.command.target.empty()
-                                 ? client.options().platform_target
-                                 : options.command.target;
-  const v1::KeyInputsRecord record = MakeRecord(*input, target, options);
+  const v1::KeyInputsRecord record =
+      MakeKeyInputs(client, options.command, *input, options.compiler_version,
+                    options.invocation);
   input->clear();
   input->shrink_to_fit();  // the compiler may need the memory
   if (options.explain || options.no_compile) {

@@ -48,6 +48,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cache_client.h"
+#include "client/explain.h"
 #include "client/neffcc/command_line.h"
 
 namespace neffd::neffcc {
@@ -79,6 +80,20 @@ struct CompileFlowOptions {
 // unchanged.
 absl::StatusOr<int> RunCachedCompile(CacheClient& client,
                                      const CompileFlowOptions& options);
+
+// The key of `command` with the input's bytes `input` (see the file
+// comment); shared with the import of libneuronxla caches (import.h).
+absl::StatusOr<std::string> DeriveCompileKey(const CacheClient& client,
+                                             const CompileCommand& command,
+                                             absl::string_view input,
+                                             const std::string& version);
+
+// The key-inputs record published with the entry (client/explain.h).
+v1::KeyInputsRecord MakeKeyInputs(const CacheClient& client,
+                                  const CompileCommand& command,
+                                  absl::string_view input,
+                                  const std::string& version,
+                                  const std::vector<std::string>& invocation);
 
 // What a compiler run means for the cache: Ok (exit 0), a CompilerError to
 // record (nonzero exit with kErrorVerdict in `output`), else Cancelled.

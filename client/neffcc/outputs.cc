@@ -25,16 +25,6 @@ namespace {
 constexpr char kMagic[] = "NEFFCC-BUNDLE 1\n";
 constexpr size_t kMaxHeaderBytes = 64 << 10;
 
-std::string DirOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-std::string BaseOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // Copies `size` bytes at `offset` of `in` to the end of `out`.
 absl::Status CopyRange(int in, uint64_t offset, uint64_t size, int out,
                        const std::string& what) {
@@ -68,7 +58,7 @@ absl::Status CopyRange(int in, uint64_t offset, uint64_t size, int out,
 absl::Status PlaceRange(int in, uint64_t offset, uint64_t size, bool whole,
                         const std::string& target) {
   const std::string temp = absl::StrCat(
-      DirOf(target), "/", UniqueTempName(BaseOf(target), "neffcc"));
+      DirName(target), "/", UniqueTempName(BaseName(target), "neffcc"));
   UniqueFd out(open(temp.c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                     0666));
@@ -166,6 +156,16 @@ absl::StatusOr<std::vector<Member>> ReadHeader(int fd, uint64_t file_size,
 
 }  // namespace
 
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 absl::StatusOr<std::vector<SideOutput>> CollectSideOutputs(
     const std::string& cwd_dir, const std::string& out_dir,
     const std::string& output_name) {
@@ -251,7 +251,7 @@ absl::Status PlaceResult(const std::string& artifact, const std::string& output,
     const std::string target = m.place == "output" ? output
                                : m.place == "cwd"
                                    ? absl::StrCat(cwd, "/", m.name)
-                                   : absl::StrCat(DirOf(output), "/", m.name);
+                                   : absl::StrCat(DirName(output), "/", m.name);
     if (absl::Status s = PlaceRange(in.get(), offset, m.size, false, target);
         !s.ok()) {
       return s;

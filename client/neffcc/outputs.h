@@ -73,6 +73,10 @@ absl::Status WriteArtifact(const std::string& neff,
 absl::Status PlaceResult(const std::string& artifact, const std::string& output,
                          const std::string& cwd);
 
+// A path's directory ("." for a bare name) and its last component.
+std::string DirName(const std::string& path);
+std::string BaseName(const std::string& path);
+
 // Copies the file `source` to `target` the same way.
 absl::Status PlaceFile(const std::string& source, const std::string& target);
 

@@ -198,7 +198,8 @@ const std::vector<Command>& Commands() {
        GcCommand},
       {"import",
        "DIR",
-       "index an existing cache directory",
+       "index the daemon's cache directory, or file a libneuronxla cache "
+       "under neffcc's keys",
        {"clear_stale_locks"},
        ImportCommand},
       {"warm",
