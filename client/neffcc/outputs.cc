@@ -117,11 +117,16 @@ struct Member {
 // `fd` holds a plain NEFF.
 absl::StatusOr<std::vector<Member>> ReadHeader(int fd, uint64_t file_size,
                                                uint64_t& data_offset) {
-  std::string head(std::min<uint64_t>(file_size, kMaxHeaderBytes), '\0');
-  const ssize_t n = pread(fd, head.data(), head.size(), 0);
+  // A hit on a plain NEFF reads only the magic's length.
+  std::string head(std::min<uint64_t>(file_size, sizeof(kMagic) - 1), '\0');
+  ssize_t n = pread(fd, head.data(), head.size(), 0);
   if (n < 0) return absl::ErrnoToStatus(errno, "reading the cached result");
   head.resize(n);
-  if (!absl::StartsWith(head, kMagic)) return std::vector<Member>{};
+  if (head != kMagic) return std::vector<Member>{};
+  head.resize(std::min<uint64_t>(file_size, kMaxHeaderBytes));
+  n = pread(fd, head.data(), head.size(), 0);
+  if (n < 0) return absl::ErrnoToStatus(errno, "reading the cached result");
+  head.resize(n);
   const size_t end = head.find("\n\n");
   if (end == std::string::npos) {
     return absl::DataLossError("the cached bundle's header has no end");
