@@ -4,11 +4,11 @@
 // (docs/ARCHITECTURE.md, "Cluster gc"):
 //
 //  - One evictor at a time. Collecting a store requires its gc lease,
-//    {root}/.gc.lock, taken and kept with the same lease-file protocol as an
-//    entry's compile lease (daemon/locks/file_locks.h: O_EXCL create, mtime
-//    refreshed every TTL/3, broken once seen unchanged for the TTL). A host
-//    with periodic gc keeps the lease between runs, so a store is listed once
-//    per interval however many hosts share it; the other hosts' turns are
+//    {root}/.neffd-gc.lease, taken and kept with the same lease-file protocol
+//    as an entry's compile lease (daemon/locks/file_locks.h: O_EXCL create,
+//    mtime refreshed every TTL/3, broken once seen unchanged for the TTL). A
+//    host with periodic gc keeps the lease between runs, so a store is listed
+//    once per interval however many hosts share it; the other hosts' turns are
 //    skipped (logged as gc_skipped with the holder). A holder that dies is
 //    replaced at the first turn of another host after the TTL.
 //  - Recency across hosts. Each host keeps an AccessJournal per store; a run
