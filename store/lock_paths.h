@@ -4,7 +4,11 @@
 // daemon (its leases) and daemon-less ranks (the fallback mode) must name the
 // same files or they do not exclude each other.
 //
-//   Host-local flock:    {locks_dir}/{ns}/{compiler_version}/{key}.lock
+//   Host-local flock:    {locks_dir}/{key}.lock for a NEFF: TorchNeuron's
+//                        own lock file, so its unmodified ranks, neffd's
+//                        leases and daemon-less clients all exclude each
+//                        other; {locks_dir}/hlo/{compiler_version}/{key}.lock
+//                        for an HLO entry (TorchNeuron locks no HLO)
 //   Cross-host lease:    {entry_dir}/neffd.lease on the shared store
 //
 // Thread-safe.
@@ -38,7 +42,10 @@ inline constexpr char kLegacyLeaseFileName[] = "model.hlo_module.pb.lock";
 // or any `*.lock` (an older daemon's lease, libneuronxla's locks).
 bool IsLockFileName(absl::string_view name);
 
-// {locks_dir}/{ns}/{compiler_version}/{key}.lock
+// {locks_dir}/{key}.lock (neff) or {locks_dir}/hlo/{compiler_version}/
+// {key}.lock (hlo). A NEFF's lock does not name the compiler version, as
+// TorchNeuron's does not: two versions of one key share a lock, which costs
+// at most a wait (a key commits to its compiler version anyway).
 std::string LockFilePath(const std::string &locks_dir, const EntryKey &id);
 
 // Opens the host-local lock file of `id` for flock, creating it (0660) and

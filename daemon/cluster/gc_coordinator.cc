@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "daemon/locks/file_locks.h"
+#include "daemon/locks/lock_files.h"
 #include "daemon/log/log.h"
 #include "store/file_util.h"
 
@@ -194,9 +195,12 @@ absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
 absl::StatusOr<v1::GcResponse> GcCoordinator::RunNow(
     Namespace ns, const v1::GcRequest& request) {
   absl::MutexLock run(&run_mu_);
+  const uint64_t lock_files_removed =
+      ns == Namespace::kNeff ? SweepLockFiles() : 0;
   absl::StatusOr<std::string> lease_id = Acquire(ns);
   if (!lease_id.ok()) return lease_id.status();
   absl::StatusOr<v1::GcResponse> done = Run(ns, request, *lease_id);
+  if (done.ok()) done->set_lock_files_removed(lock_files_removed);
   // Periodic runs sweep every store, so this host keeps the lease it took
   // and is the store's sweeper from now on (as its periodic runner would
   // have made it at its next turn).
@@ -233,6 +237,9 @@ void GcCoordinator::RunPeriodically() {
     if (absl::Now() < next) continue;
     next = absl::Now() + options_.interval;
     absl::MutexLock run(&run_mu_);
+    // The lock directory is this host's: swept at every turn, whoever holds
+    // the store's gc lease.
+    SweepLockFiles();
     for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
       v1::GcRequest request;
       if (ns == Namespace::kNeff) {
@@ -251,6 +258,17 @@ void GcCoordinator::RunPeriodically() {
       }
     }
   }
+}
+
+uint64_t GcCoordinator::SweepLockFiles() {
+  if (options_.host_locks_dir.empty()) return 0;
+  const uint64_t removed =
+      RemoveUnheldLockFiles(options_.host_locks_dir, options_.host_env);
+  if (removed > 0) {
+    log::Info("lock_files_removed",
+              {{"dir", options_.host_locks_dir}, {"removed", removed}});
+  }
+  return removed;
 }
 
 v1::Leftovers GcCoordinator::Leftovers(absl::Time* measured) const {
