@@ -10,6 +10,7 @@
 #include "allocator/segment_pool.h"
 #include "allocator/segment_provider.h"
 #include "client/cache_client.h"
+#include "client/torchneuron_key.h"
 
 struct neff_client {
   std::unique_ptr<neffd::CacheClient> impl;
@@ -149,6 +150,22 @@ neff_status neff_derive_key(const neff_client* client, const void* hlo_bytes,
       OrEmpty(platform_target), OrEmpty(base_key));
   if (!key.ok()) return FromStatus(key.status());
   std::snprintf(key_out, NEFF_KEY_SIZE, "%s", key->c_str());
+  return NEFF_OK;
+}
+
+neff_status neff_torchneuron_key(const void* base_key, size_t base_key_size,
+                                 const void* ir_bytes, size_t ir_size,
+                                 char* key_out) {
+  neff_status status;
+  if (Missing(key_out, "key_out", &status) ||
+      (base_key_size > 0 && Missing(base_key, "base_key", &status)) ||
+      (ir_size > 0 && Missing(ir_bytes, "ir_bytes", &status))) {
+    return status;
+  }
+  const std::string key = neffd::TorchNeuronKey(
+      absl::string_view(static_cast<const char*>(base_key), base_key_size),
+      absl::string_view(static_cast<const char*>(ir_bytes), ir_size));
+  std::snprintf(key_out, NEFF_TORCHNEURON_KEY_SIZE, "%s", key.c_str());
   return NEFF_OK;
 }
 

@@ -92,6 +92,17 @@ neff_status neff_derive_key(const neff_client* client, const void* hlo_bytes,
                             const char* platform_target, const char* base_key,
                             char* key_out);
 
+/* TorchNeuron's persistent cache key (client/torchneuron_key.h): XXH3-128 of
+ * the base key's bytes followed by the IR bytes, as 32 lowercase hex digits,
+ * NUL-terminated; the name under which an unmodified TorchNeuron rank caches
+ * the same graph. Needs no client. Either buffer may be NULL when its size is
+ * 0 (NEFF_INVALID_ARGUMENT otherwise). `key_out` must have room for
+ * NEFF_TORCHNEURON_KEY_SIZE bytes. */
+#define NEFF_TORCHNEURON_KEY_SIZE 33
+neff_status neff_torchneuron_key(const void* base_key, size_t base_key_size,
+                                 const void* ir_bytes, size_t ir_size,
+                                 char* key_out);
+
 /* NEFF_OK with *path_out set, NEFF_MISS with *path_out = NULL, or an error
  * (NEFF_COMPILE_FAILED while a recorded failure is in force). */
 neff_status neff_lookup(neff_client* client, const char* ns,

@@ -16,6 +16,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev openssl
   gnuplot-nox strace
   libcurl4-openssl-dev libexpat1-dev libinih-dev
+  libxxhash-dev xxhash
   curl time
 )
 

@@ -80,8 +80,8 @@ TEST_P(ClientPythonTest, ThirtyTwoPythonRanksCompileSixteenKeysOnce) {
   EXPECT_EQ(CountFiles(root + "/local/staging"), 0);
 }
 
-// The module's surface: lookup, derive_key, errors as exceptions, and the
-// allocator's statistics.
+// The module's surface: lookup, derive_key, torchneuron_key, errors as
+// exceptions, and the allocator's statistics.
 TEST_P(ClientPythonTest, ModuleApi) {
   const std::string root = NewTempDir("python_api");
   DaemonProcess daemon(root);
@@ -92,6 +92,9 @@ c = neffclient.Client()
 k = c.derive_key(b"HloModule m", ["-O1", "--workdir", "/w1"], "1.0", "trn2")
 assert k == neffclient.derive_key(b"HloModule m", "-O1 --workdir=/w2", "1.0", "trn2"), k
 assert c.lookup("neff", "1.0", k) is None
+# TorchNeuron's key (tests/torchneuron_key_test.cc's vector), bytes or str.
+assert neffclient.torchneuron_key(b"basekey", b"HloModule m\n") == "c496e666b3b31b0b526f14746a3df645"
+assert neffclient.torchneuron_key("basekey", "HloModule m\n") == "c496e666b3b31b0b526f14746a3df645"
 def compile_fn(path):
     assert os.path.basename(os.path.dirname(path)) == k, path
     with open(path, "wb") as f:

@@ -34,7 +34,7 @@ std::string TestName() {
 
 // The host named in the store's gc lease file, or "".
 std::string GcHolder(const Cluster& cluster) {
-  std::ifstream in(cluster.shared_neff() + "/.gc.lock");
+  std::ifstream in(cluster.shared_neff() + "/.neffd-gc.lease");
   std::string host;
   in >> host;
   return host;

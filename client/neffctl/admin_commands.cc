@@ -253,6 +253,12 @@ int Ctl::Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
                 response.lease_id().c_str(), response.lease_host().c_str(),
                 (unsigned long long)response.journals_read());
   }
+  if (response.lock_files_removed() > 0) {
+    std::printf(
+        "%llu lock files nobody held removed from this host's lock "
+        "directory\n",
+        (unsigned long long)response.lock_files_removed());
+  }
   // Why each entry went: coldness on every host, then compile cost.
   for (const v1::GcRemoval& why : response.removals()) {
     const char* source =

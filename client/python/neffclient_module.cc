@@ -9,6 +9,7 @@
 //   key = client.derive_key(hlo_bytes, "-O1 --lnc 2", "2.19.8089.0")
 //   path = client.get_or_compile("neff", "2.19.8089.0", key, compile_fn)
 //   client.lookup("neff", "2.19.8089.0", key)   # path or None
+//   neffclient.torchneuron_key(base_key, ir_bytes)  # TorchNeuron's 32-hex key
 //   neffclient.memory_stats()                # the allocator's statistics
 //
 // compile_fn(path) writes the artifact to `path` (in the spec's working
@@ -36,6 +37,7 @@
 #include "allocator/segment_provider.h"
 #include "client/cache_client.h"
 #include "client/python/exceptions.h"
+#include "client/torchneuron_key.h"
 #include "config/env.h"
 
 namespace py = pybind11;
@@ -318,6 +320,15 @@ PYBIND11_MODULE(neffclient, m) {
       py::arg("compiler_version"), py::arg("platform_target") = py::none(),
       py::arg("base_key") = py::none(),
       "Client().derive_key with this process's settings.");
+  m.def(
+      "torchneuron_key",
+      [](const py::object& base_key, const py::object& ir_bytes) {
+        return neffd::TorchNeuronKey(neffd::python::AsBytes(base_key),
+                                     neffd::python::AsBytes(ir_bytes));
+      },
+      py::arg("base_key"), py::arg("ir_bytes"),
+      "TorchNeuron's persistent cache key: XXH3-128 of base_key's bytes then "
+      "ir_bytes' (bytes or str), as 32 lowercase hex digits.");
   m.def(
       "default_pool",
       [] { return neffd::python::ValueOrRaise(neffd::python::DefaultPool()); },

@@ -10,6 +10,7 @@ PyPy alike. Its API is the pybind11 module's (client/python/neffclient_module.cc
     path = client.get_or_compile("neff", "2.19.8089.0", key, compile_fn)
     client.lookup("neff", "2.19.8089.0", key)   # path or None
     neffclient.memory_stats()                # the allocator's statistics
+    neffclient.torchneuron_key(base_key, ir_bytes)  # TorchNeuron's 32-hex key
 
 compile_fn(path) writes the artifact to `path`. It reports a deterministic
 compiler error by raising neffclient.CompileError(log): the failure is
@@ -28,7 +29,8 @@ import os
 
 __all__ = [
     "Client", "SegmentPool", "Error", "CancelledError", "CompileFailedError",
-    "CompileError", "derive_key", "default_pool", "memory_stats",
+    "CompileError", "derive_key", "torchneuron_key", "default_pool",
+    "memory_stats",
 ]
 
 
@@ -70,6 +72,7 @@ class CompileError(Exception):
 _OK, _MISS, _INVALID, _COMPILE_FAILED, _CANCELLED = 0, 1, 2, 3, 4
 _COMPILE_OK, _COMPILE_ERROR, _COMPILE_CANCELLED = 0, 1, 2
 _KEY_SIZE = 65
+_TORCHNEURON_KEY_SIZE = 33
 
 
 class _Job(ctypes.Structure):
@@ -117,6 +120,9 @@ def _declare(lib):
         "neff_client_free": (None, [P]),
         "neff_derive_key": (I, [P, ctypes.c_char_p, ctypes.c_size_t, S, S, S,
                                 S, ctypes.c_char_p]),
+        "neff_torchneuron_key": (I, [ctypes.c_char_p, ctypes.c_size_t,
+                                     ctypes.c_char_p, ctypes.c_size_t,
+                                     ctypes.c_char_p]),
         "neff_lookup": (I, [P, S, S, S, PP]),
         "neff_get_or_compile": (I, [P, S, S, S, _COMPILE_FN, P, PP]),
         "neff_compile_set_log": (None, [ctypes.POINTER(_Job), S]),
@@ -342,6 +348,15 @@ def derive_key(hlo_bytes, compiler_flags, compiler_version,
     return _default_client().derive_key(hlo_bytes, compiler_flags,
                                         compiler_version, platform_target,
                                         base_key)
+
+
+def torchneuron_key(base_key, ir_bytes):
+    """TorchNeuron's persistent cache key (32 hex digits) of `ir_bytes` under
+    `base_key`, bytes or str: the name an unmodified rank caches it by."""
+    base, ir = _encode(base_key), _encode(ir_bytes)
+    out = ctypes.create_string_buffer(_TORCHNEURON_KEY_SIZE)
+    _check(_lib.neff_torchneuron_key(base, len(base), ir, len(ir), out))
+    return out.value.decode()
 
 
 def default_pool():
