@@ -80,6 +80,18 @@ int main(void) {
         NEFF_INVALID_ARGUMENT);
   CHECK(strstr(neff_last_error(), "hlo_bytes") != NULL);
 
+  /* TorchNeuron's key needs no client; the vector is
+   * tests/torchneuron_key_test.cc's (xxhsum -H2 of "basekeyHloModule m\n"). */
+  char tn_key[NEFF_TORCHNEURON_KEY_SIZE];
+  const char ir[] = "HloModule m\n";
+  CHECK(neff_torchneuron_key("basekey", 7, ir, sizeof(ir) - 1, tn_key) ==
+        NEFF_OK);
+  CHECK(strcmp(tn_key, "c496e666b3b31b0b526f14746a3df645") == 0);
+  CHECK(neff_torchneuron_key(NULL, 0, NULL, 0, tn_key) == NEFF_OK);
+  CHECK(strcmp(tn_key, "99aa06d3014798d86001c324468d497f") == 0);
+  CHECK(neff_torchneuron_key(NULL, 3, ir, 1, tn_key) == NEFF_INVALID_ARGUMENT);
+  CHECK(strstr(neff_last_error(), "base_key") != NULL);
+
   char* path = NULL;
   CHECK(neff_lookup(client, "neff", "2.19.1", key, &path) == NEFF_MISS);
   CHECK(path == NULL);

@@ -89,17 +89,24 @@ TEST_F(EnvTest, GroupDirsAndLockFilesGetTheirModesWhateverTheUmask) {
   absl::Status made = MakeGroupDirs(deep, kSharedDirMode, env_);
   const EntryKey id = *EntryKey::Parse("neff", "2.19", "k");
   absl::StatusOr<UniqueFd> lock = OpenLockFile(dir_ + "/locks", id, env_);
+  const EntryKey hlo = *EntryKey::Parse("hlo", "2.19", "k");
+  absl::StatusOr<UniqueFd> hlo_lock = OpenLockFile(dir_ + "/locks", hlo, env_);
   umask(old_umask);
   ASSERT_TRUE(made.ok()) << made;
   ASSERT_TRUE(lock.ok()) << lock.status();
+  ASSERT_TRUE(hlo_lock.ok()) << hlo_lock.status();
   auto mode = [](const std::string& path) {
     struct stat st;
     return stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
   };
   EXPECT_EQ(mode(dir_ + "/shared"), 02775u);
   EXPECT_EQ(mode(deep), 02775u);
-  EXPECT_EQ(mode(dir_ + "/locks/neff/2.19"), 02770u);
+  EXPECT_EQ(mode(dir_ + "/locks"), 02770u);
+  // A NEFF's lock is TorchNeuron's file; an HLO entry's is versioned.
+  EXPECT_EQ(LockFilePath(dir_ + "/locks", id), dir_ + "/locks/k.lock");
   EXPECT_EQ(mode(LockFilePath(dir_ + "/locks", id)), 0660u);
+  EXPECT_EQ(mode(dir_ + "/locks/hlo/2.19"), 02770u);
+  EXPECT_EQ(mode(LockFilePath(dir_ + "/locks", hlo)), 0660u);
 }
 
 TEST_F(EnvTest, AnUnusableLockDirectoryIsAnErrorNamingIt) {

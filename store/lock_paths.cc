@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace neffd {
@@ -23,7 +24,14 @@ absl::Status Unusable(const std::string &locks_dir, const absl::Status &s) {
 
 }  // namespace
 
+bool IsLockFileName(absl::string_view name) {
+  return name == kLeaseFileName || absl::EndsWith(name, ".lock");
+}
+
 std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
+  if (id.ns() == Namespace::kNeff) {
+    return absl::StrCat(locks_dir, "/", id.key(), ".lock");
+  }
   return absl::StrCat(locks_dir, "/", NamespaceName(id.ns()), "/",
                       id.compiler_version(), "/", id.key(), ".lock");
 }

@@ -4,10 +4,12 @@
 // daemon (its leases) and daemon-less ranks (the fallback mode) must name the
 // same files or they do not exclude each other.
 //
-//   Host-local flock:    {locks_dir}/{ns}/{compiler_version}/{key}.lock
-//   Cross-host lease:    {entry_dir}/model.hlo_module.pb.lock on the shared
-//                        store (libneuronxla's own lock-file name, so its
-//                        processes and neffd see each other's compiles)
+//   Host-local flock:    {locks_dir}/{key}.lock for a NEFF: TorchNeuron's
+//                        own lock file, so its unmodified ranks, neffd's
+//                        leases and daemon-less clients all exclude each
+//                        other; {locks_dir}/hlo/{compiler_version}/{key}.lock
+//                        for an HLO entry (TorchNeuron locks no HLO)
+//   Cross-host lease:    {entry_dir}/neffd.lease on the shared store
 //
 // Thread-safe.
 #ifndef NEFFD_STORE_LOCK_PATHS_H_
@@ -16,16 +18,34 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "store/entry_id.h"
 #include "store/file_util.h"
 
 namespace neffd {
 
 // The cross-host lease file inside an entry directory; present while some
-// host compiles the entry.
-inline constexpr char kLeaseFileName[] = "model.hlo_module.pb.lock";
+// host compiles the entry. neffd's own name: `neuron_parallel_compile
+// --command clear-locks` and optimum-neuron's cleanup delete `*.lock`, and
+// TorchNeuron's cache clear deletes `*.neff`, so a lease never ends in
+// either.
+inline constexpr char kLeaseFileName[] = "neffd.lease";
 
-// {locks_dir}/{ns}/{compiler_version}/{key}.lock
+// The lease file's name before issue 27, which is also libneuronxla's own
+// lock file. For one release a live file of that name (an older daemon's
+// lease during a rolling upgrade, or a libneuronxla process compiling) still
+// holds the key, and gc and import count it as a lock
+// (docs/ARCHITECTURE.md, "A cross-host lease").
+inline constexpr char kLegacyLeaseFileName[] = "model.hlo_module.pb.lock";
+
+// True for a lock or lease file's name in an entry directory: neffd's lease
+// or any `*.lock` (an older daemon's lease, libneuronxla's locks).
+bool IsLockFileName(absl::string_view name);
+
+// {locks_dir}/{key}.lock (neff) or {locks_dir}/hlo/{compiler_version}/
+// {key}.lock (hlo). A NEFF's lock does not name the compiler version, as
+// TorchNeuron's does not: two versions of one key share a lock, which costs
+// at most a wait (a key commits to its compiler version anyway).
 std::string LockFilePath(const std::string &locks_dir, const EntryKey &id);
 
 // Opens the host-local lock file of `id` for flock, creating it (0660) and

@@ -390,11 +390,12 @@ void Store::QuarantineOrphan(const EntryKey &id, absl::Duration grace) {
   if (!env_.Lstat(ArtifactPath(id), &st).ok()) return;
   if (grace > absl::ZeroDuration()) {
     struct stat lease;
-    if (env_.Lstat(absl::StrCat(EntryDir(id), "/", kLeaseFileName), &lease)
-            .ok() ||
-        env_.Now() - absl::TimeFromTimespec(st.st_mtim) < grace) {
-      return;
+    for (const char *name : {kLeaseFileName, kLegacyLeaseFileName}) {
+      if (env_.Lstat(absl::StrCat(EntryDir(id), "/", name), &lease).ok()) {
+        return;
+      }
     }
+    if (env_.Now() - absl::TimeFromTimespec(st.st_mtim) < grace) return;
   }
   // Only the artifact moves: the directory may hold the caller's lease file.
   (void)MoveFileToQuarantine(

@@ -154,7 +154,8 @@ struct EntryState {
   // libneuronxla's compile inputs (model.hlo.pb, compile_flags.txt) beside
   // an artifact mark an entry from before model.done existed.
   bool legacy_inputs = false;
-  std::vector<std::pair<std::string, absl::Time>> lock_files;  // *.lock
+  // IsLockFileName (store/lock_paths.h): leases and *.lock.
+  std::vector<std::pair<std::string, absl::Time>> lock_files;
   std::vector<TempFile> temp_files;
 };
 

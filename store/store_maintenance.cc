@@ -81,7 +81,7 @@ EntryState Store::Inspect(const EntryKey &id) const {
       state.has_log = true;
     } else if (name == "model.hlo.pb" || name == "compile_flags.txt") {
       state.legacy_inputs = true;
-    } else if (absl::EndsWith(name, ".lock")) {
+    } else if (IsLockFileName(name)) {
       state.lock_files.emplace_back(name, mtime);
     } else if (IsTempName(name) && S_ISREG(st.st_mode)) {
       state.temp_files.push_back(
@@ -160,7 +160,7 @@ absl::StatusOr<AsideSweep> Store::SweepAside(AsideDir dir,
 
 absl::Status Store::RemoveLockFile(const EntryKey &id,
                                    const std::string &name) {
-  if (!absl::EndsWith(name, ".lock") || absl::StrContains(name, "/")) {
+  if (!IsLockFileName(name) || absl::StrContains(name, "/")) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, " is not a lock file"));
   }

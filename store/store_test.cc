@@ -173,10 +173,14 @@ TEST_F(StoreTest, OldArtifactWithoutDoneIsQuarantinedUnlessLeased) {
   clock_.Set(absl::Now() + absl::Minutes(5));
   fs::create_directories(store_->EntryDir(id_));
   std::ofstream(store_->ArtifactPath(id_)) << "interrupted";
-  std::ofstream(store_->EntryDir(id_) + "/" + kLeaseFileName) << "h 1 l 0";
-  EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
-  EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_)));  // a lease guards it
-  fs::remove(store_->EntryDir(id_) + "/" + kLeaseFileName);
+  // Either name guards it: an older daemon's lease (kLegacyLeaseFileName)
+  // during a rolling upgrade, too.
+  for (const char *name : {kLeaseFileName, kLegacyLeaseFileName}) {
+    std::ofstream(store_->EntryDir(id_) + "/" + name) << "h 1 l 0";
+    EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+    EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_))) << name;
+    fs::remove(store_->EntryDir(id_) + "/" + name);
+  }
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
   EXPECT_FALSE(fs::exists(store_->ArtifactPath(id_)));
   int reasons = 0;

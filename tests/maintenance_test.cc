@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
+#include "store/lock_paths.h"
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
@@ -163,7 +164,7 @@ TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
   const std::string dir0 = root + "/neff/neuronxcc-2.14.0/MODULE_k";
   // Another host is compiling k5, the least recently used, again (its lease
   // file is there).
-  WriteFile(dir0 + "5/model.hlo_module.pb.lock", "hostB 1 x 0");
+  WriteFile(absl::StrCat(dir0, "5/", kLeaseFileName), "hostB 1 x 0");
   // Readers that opened cold entries before gc must finish after it.
   std::vector<int> held_fds;
   for (int i = 10; i < 20; ++i) {

@@ -2,12 +2,19 @@
 // index, socket and --host_id, sharing one store directory: cross-host
 // exclusion through lease files, takeover after a daemon dies, and immunity
 // to clock skew (one daemon under libfaketime).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "store/lock_paths.h"
 #include "tests/harness/process.h"
 
 namespace neffd::test_support {
@@ -112,6 +119,54 @@ TEST_F(MultiHostTest, SkewedHolderKeepsItsLeaseAgainstAnUnskewedHost) {
   auto holder_b = Holder(*b, "hostB");
   EXPECT_EQ(
       AwaitOutput(*holder_b, "GRANTED", absl::Seconds(3 * kLeaseTtlSeconds)),
+      absl::InfiniteFuture());
+}
+
+// Issue 27: the lease file is neffd's own name, which `neuron_parallel_compile
+// --command clear-locks` (it deletes *.lock) leaves alone; for one release a
+// live lease file of the old name, kept by a daemon not yet upgraded, still
+// holds the key and is broken once stale.
+TEST_F(MultiHostTest, OldNamedLeaseHoldsTheKeyAndClearLocksBreaksNoLease) {
+  namespace fs = std::filesystem;
+  const std::string entry = root_ + "/shared/neff/neuronxcc-1.0/MODULE_beef01";
+  const std::string legacy = entry + "/" + kLegacyLeaseFileName;
+  fs::create_directories(entry);
+  WriteFile(legacy, "hostOld 4242 old-lease 0\n");
+  // The older daemon refreshes its lease's mtime every TTL/3.
+  std::atomic<bool> refreshing{true};
+  std::thread old_daemon([&] {
+    while (refreshing) {
+      utimensat(AT_FDCWD, legacy.c_str(), nullptr, 0);
+      absl::SleepFor(absl::Seconds(kLeaseTtlSeconds / 3.0));
+    }
+  });
+  auto a = Host("hostA");
+  auto holder_a = Holder(*a, "hostA");
+  EXPECT_EQ(
+      AwaitOutput(*holder_a, "GRANTED", absl::Seconds(2 * kLeaseTtlSeconds)),
+      absl::InfiniteFuture());
+  EXPECT_FALSE(fs::exists(entry + "/" + kLeaseFileName));
+  const absl::Time stopped = absl::Now();
+  refreshing = false;
+  old_daemon.join();
+  const absl::Time granted =
+      AwaitOutput(*holder_a, "GRANTED", absl::Seconds(30));
+  ASSERT_NE(granted, absl::InfiniteFuture()) << holder_a->Stdout();
+  EXPECT_LE(granted - stopped,
+            absl::Seconds(kLeaseTtlSeconds + kLeaseTtlSeconds / 3.0 +
+                          kPollSeconds + 0.3));
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_TRUE(
+      absl::StrContains(ReadFile(entry + "/" + kLeaseFileName), "hostA"));
+
+  // clear-locks while hostA holds the key: hostB still waits.
+  for (const auto& e : fs::recursive_directory_iterator(root_ + "/shared")) {
+    if (e.path().extension() == ".lock") fs::remove(e.path());
+  }
+  auto b = Host("hostB");
+  auto holder_b = Holder(*b, "hostB");
+  EXPECT_EQ(
+      AwaitOutput(*holder_b, "GRANTED", absl::Seconds(2 * kLeaseTtlSeconds)),
       absl::InfiniteFuture());
 }
 

@@ -140,7 +140,8 @@ absl::StatusOr<std::string> CompilerVersion(const std::string& compiler,
 }
 
 absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
-                                        bool pass_through) {
+                                        bool pass_through,
+                                        const std::string& cwd) {
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0)
     return absl::ErrnoToStatus(errno, "pipe");
@@ -153,6 +154,9 @@ absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  if (!cwd.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  }
   std::vector<char*> args = CArgv(argv);
   pid_t pid = -1;
   const int spawned = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr,

@@ -13,6 +13,7 @@
 //   neffctl [--address A] [--json] health [--service NAME]
 //   neffctl [--address A] [--json] config
 //   neffctl [--address A] [--json] evict NS KEY --compiler_version V
+//   neffctl [--address A] [--json] forget NS KEY --compiler_version V
 //   neffctl [--address A] [--json] verify [--all] [--namespace NS]
 //   neffctl [--address A] [--json] gc [--max-size BYTES] [--older-than AGE]
 //                                     [--dry-run] [--namespace NS]
@@ -55,7 +56,8 @@ ABSL_FLAG(std::string, address, "",
           "daemon address (default $NEFFD_ADDRESS, else "
           "unix:/run/neffd/neffd.sock)");
 ABSL_FLAG(std::string, admin_address, "",
-          "the admin socket, for evict, gc, import, warm, drain, undrain and "
+          "the admin socket, for evict, forget, gc, import, warm, drain, "
+          "undrain and "
           "stats -z (default $NEFFD_ADMIN_ADDRESS, else "
           "unix:/run/neffd/admin.sock)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
@@ -106,6 +108,7 @@ int PutCommand(Ctl& ctl, const Call& call);
 int GetCommand(Ctl& ctl, const Call& call);
 int ShowCommand(Ctl& ctl, const Call& call);
 int EvictCommand(Ctl& ctl, const Call& call);
+int ForgetCommand(Ctl& ctl, const Call& call);
 int StatsCommand(Ctl& ctl, const Call& call);
 int ListCommand(Ctl& ctl, const Call& call);
 int LocksCommand(Ctl& ctl, const Call& call);
@@ -159,6 +162,11 @@ const std::vector<Command>& Commands() {
        "remove the entry from the cache",
        {"compiler_version"},
        EvictCommand},
+      {"forget",
+       "NS KEY",
+       "drop a recorded compile failure: the next caller compiles again",
+       {"compiler_version"},
+       ForgetCommand},
       {"stats", "", "the daemon's counters", {"z"}, StatsCommand},
       {"ls",
        "",
@@ -194,7 +202,8 @@ const std::vector<Command>& Commands() {
        GcCommand},
       {"import",
        "DIR",
-       "index an existing cache directory",
+       "index the daemon's cache directory, or file a libneuronxla cache "
+       "under neffcc's keys",
        {"clear_stale_locks"},
        ImportCommand},
       {"warm",
@@ -356,6 +365,12 @@ int ShowCommand(Ctl& ctl, const Call& call) {
 
 int EvictCommand(Ctl& ctl, const Call& call) {
   return WithEntry(call, [&](const EntryKey& id) { return ctl.Evict(id); });
+}
+
+int ForgetCommand(Ctl& ctl, const Call& call) {
+  return WithEntry(call, [&](const EntryKey& id) {
+    return ctl.Evict(id, /*failure_only=*/true);
+  });
 }
 
 int StatsCommand(Ctl& ctl, const Call&) {

@@ -165,6 +165,17 @@ int Ctl::Locks() {
   std::printf("%d leases held, %llu waiters%s\n", response.leases_size(),
               static_cast<unsigned long long>(response.waiters()),
               response.draining() ? "; DRAINING (no new leases)" : "");
+  // Flocks on this host's lock directory held without a lease: unmodified
+  // TorchNeuron ranks compiling (or clients in fallback mode).
+  if (response.file_locks_size() > 0) {
+    std::vector<std::vector<std::string>> flocks = {{"KEY", "PID", "FILE"}};
+    for (const v1::FileLockInfo& f : response.file_locks()) {
+      flocks.push_back({f.key(), absl::StrCat(f.pid()), f.path()});
+    }
+    PrintTable(flocks, {1});
+    std::printf("%d lock files held by processes without a lease\n",
+                response.file_locks_size());
+  }
   return kOk;
 }
 

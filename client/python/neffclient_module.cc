@@ -9,6 +9,7 @@
 //   key = client.derive_key(hlo_bytes, "-O1 --lnc 2", "2.19.8089.0")
 //   path = client.get_or_compile("neff", "2.19.8089.0", key, compile_fn)
 //   client.lookup("neff", "2.19.8089.0", key)   # path or None
+//   neffclient.torchneuron_key(base_key, ir_bytes)  # TorchNeuron's 32-hex key
 //   neffclient.memory_stats()                # the allocator's statistics
 //
 // compile_fn(path) writes the artifact to `path` (in the spec's working
@@ -35,39 +36,14 @@
 #include "allocator/segment_pool.h"
 #include "allocator/segment_provider.h"
 #include "client/cache_client.h"
+#include "client/python/exceptions.h"
+#include "client/torchneuron_key.h"
 #include "config/env.h"
 
 namespace py = pybind11;
 
 namespace neffd::python {
 namespace {
-
-constexpr char kExceptions[] = R"(
-class Error(RuntimeError):
-    """A neffd client call failed; the message is the daemon's."""
-
-class CancelledError(Error):
-    """compile_fn cancelled the compile; nothing was recorded."""
-
-class CompileFailedError(Error):
-    """The compile failed (here, or recorded by another rank).
-
-    log: the compiler's log; retry_after: unix seconds after which the key is
-    compiled again (None if unknown); workdir: this rank's kept working
-    directory (None for a rank that only waited).
-    """
-    def __init__(self, message, log="", retry_after=None, workdir=None):
-        super().__init__(message)
-        self.log = log
-        self.retry_after = retry_after
-        self.workdir = workdir
-
-class CompileError(Exception):
-    """Raise from compile_fn to report a deterministic compiler error."""
-    def __init__(self, log=""):
-        super().__init__(log)
-        self.log = log
-)";
 
 [[noreturn]] void Raise(const absl::Status& status) {
   py::module_ module = py::module_::import("neffclient");
@@ -344,6 +320,15 @@ PYBIND11_MODULE(neffclient, m) {
       py::arg("compiler_version"), py::arg("platform_target") = py::none(),
       py::arg("base_key") = py::none(),
       "Client().derive_key with this process's settings.");
+  m.def(
+      "torchneuron_key",
+      [](const py::object& base_key, const py::object& ir_bytes) {
+        return neffd::TorchNeuronKey(neffd::python::AsBytes(base_key),
+                                     neffd::python::AsBytes(ir_bytes));
+      },
+      py::arg("base_key"), py::arg("ir_bytes"),
+      "TorchNeuron's persistent cache key: XXH3-128 of base_key's bytes then "
+      "ir_bytes' (bytes or str), as 32 lowercase hex digits.");
   m.def(
       "default_pool",
       [] { return neffd::python::ValueOrRaise(neffd::python::DefaultPool()); },

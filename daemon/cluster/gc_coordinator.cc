@@ -9,13 +9,17 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "daemon/locks/file_locks.h"
+#include "daemon/locks/lock_files.h"
 #include "daemon/log/log.h"
 #include "store/file_util.h"
 
 namespace neffd {
 namespace {
 
-constexpr char kGcLeaseName[] = ".gc.lock";
+// Not "*.lock": `neuron_parallel_compile --command clear-locks` deletes
+// those. The previous release's name is honoured for one release.
+constexpr char kGcLeaseName[] = ".neffd-gc.lease";
+constexpr char kLegacyGcLeaseName[] = ".gc.lock";
 constexpr absl::Duration kTick = absl::Milliseconds(100);
 // Checking the lease costs two stats; during a run, once a second is enough
 // to stop well within the TTL after losing it.
@@ -51,6 +55,7 @@ GcCoordinator::GcCoordinator(GcCoordinatorOptions options, Catalog* catalog,
     return catalog->StoreFor(id).root();
   };
   lease.lease_file_name = kGcLeaseName;
+  lease.legacy_lease_file_name = kLegacyGcLeaseName;
   lease.shared_env = options_.shared_env;
   leases_ = NewFileLocks(std::move(lease));
   for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
@@ -190,9 +195,12 @@ absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
 absl::StatusOr<v1::GcResponse> GcCoordinator::RunNow(
     Namespace ns, const v1::GcRequest& request) {
   absl::MutexLock run(&run_mu_);
+  const uint64_t lock_files_removed =
+      ns == Namespace::kNeff ? SweepLockFiles() : 0;
   absl::StatusOr<std::string> lease_id = Acquire(ns);
   if (!lease_id.ok()) return lease_id.status();
   absl::StatusOr<v1::GcResponse> done = Run(ns, request, *lease_id);
+  if (done.ok()) done->set_lock_files_removed(lock_files_removed);
   // Periodic runs sweep every store, so this host keeps the lease it took
   // and is the store's sweeper from now on (as its periodic runner would
   // have made it at its next turn).
@@ -229,6 +237,9 @@ void GcCoordinator::RunPeriodically() {
     if (absl::Now() < next) continue;
     next = absl::Now() + options_.interval;
     absl::MutexLock run(&run_mu_);
+    // The lock directory is this host's: swept at every turn, whoever holds
+    // the store's gc lease.
+    SweepLockFiles();
     for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
       v1::GcRequest request;
       if (ns == Namespace::kNeff) {
@@ -247,6 +258,17 @@ void GcCoordinator::RunPeriodically() {
       }
     }
   }
+}
+
+uint64_t GcCoordinator::SweepLockFiles() {
+  if (options_.host_locks_dir.empty()) return 0;
+  const uint64_t removed =
+      RemoveUnheldLockFiles(options_.host_locks_dir, options_.host_env);
+  if (removed > 0) {
+    log::Info("lock_files_removed",
+              {{"dir", options_.host_locks_dir}, {"removed", removed}});
+  }
+  return removed;
 }
 
 v1::Leftovers GcCoordinator::Leftovers(absl::Time* measured) const {

@@ -4,11 +4,11 @@
 // (docs/ARCHITECTURE.md, "Cluster gc"):
 //
 //  - One evictor at a time. Collecting a store requires its gc lease,
-//    {root}/.gc.lock, taken and kept with the same lease-file protocol as an
-//    entry's compile lease (daemon/locks/file_locks.h: O_EXCL create, mtime
-//    refreshed every TTL/3, broken once seen unchanged for the TTL). A host
-//    with periodic gc keeps the lease between runs, so a store is listed once
-//    per interval however many hosts share it; the other hosts' turns are
+//    {root}/.neffd-gc.lease, taken and kept with the same lease-file protocol
+//    as an entry's compile lease (daemon/locks/file_locks.h: O_EXCL create,
+//    mtime refreshed every TTL/3, broken once seen unchanged for the TTL). A
+//    host with periodic gc keeps the lease between runs, so a store is listed
+//    once per interval however many hosts share it; the other hosts' turns are
 //    skipped (logged as gc_skipped with the holder). A holder that dies is
 //    replaced at the first turn of another host after the TTL.
 //  - Recency across hosts. Each host keeps an AccessJournal per store; a run
@@ -18,6 +18,9 @@
 //    times, so overlapping runs would be visible in the logs.
 //  - RunNow (neffctl gc) takes the same lease or fails with Aborted naming
 //    the holder (a conflict with another host, not a bad request).
+//  - Every host sweeps its own lock directory at each turn, lease or not:
+//    TorchNeuron ranks leave a lock file per key and never delete it, so
+//    the ones nobody holds are removed (daemon/locks/lock_files.h).
 //  - Periodic runs happen with or without a size goal: every run sweeps the
 //    store's leftovers (temp files of crashed publishes, quarantine/,
 //    .trash/; Maintenance::Gc), so a store never grows in the dark. The
@@ -66,6 +69,10 @@ struct GcCoordinatorOptions {
   // The shared store's filesystem (lease and journals); not owned. The
   // daemon passes the CountingEnv it reports store metadata operations of.
   Env* shared_env = Env::Default();
+  // This host's lock directory ({local_dir}/locks): lock files nobody holds
+  // are removed at every turn and by RunNow (empty: never); not owned.
+  std::string host_locks_dir;
+  Env* host_env = Env::Default();
 };
 
 class GcCoordinator {
@@ -109,6 +116,8 @@ class GcCoordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
   void KeepLeases();
   void RunPeriodically();
+  // RemoveUnheldLockFiles on host_locks_dir (daemon/locks/lock_files.h).
+  uint64_t SweepLockFiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
   AccessJournal& JournalFor(Namespace ns) {
     return ns == Namespace::kNeff ? *neff_journal_ : *hlo_journal_;
   }

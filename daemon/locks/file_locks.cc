@@ -68,6 +68,7 @@ class FileLocks : public ExternalLocks {
     }
     Env *const shared = options_.shared_env;
     const std::string dir = options_.entry_dir(id);
+    if (!LegacyLeaseFree(id, dir)) return nullptr;
     const std::string path = absl::StrCat(dir, "/", options_.lease_file_name);
     for (int attempt = 0; attempt < 2; ++attempt) {
       absl::StatusOr<UniqueFd> lease =
@@ -84,7 +85,8 @@ class FileLocks : public ExternalLocks {
         return std::make_unique<FileLock>(std::move(local), *std::move(lease),
                                           path, shared);
       }
-      if (!absl::IsAlreadyExists(lease.status()) || !BreakIfStale(id, path)) {
+      if (!absl::IsAlreadyExists(lease.status()) ||
+          !BreakIfStale(id, path, options_.lease_file_name)) {
         return nullptr;
       }
     }
@@ -105,6 +107,23 @@ class FileLocks : public ExternalLocks {
       return UniqueFd();
     }
     return *std::move(fd);
+  }
+
+  // True unless a lease file of the previous release's name holds `id`: one
+  // that is absent, or stale and broken now. Checked before our own lease
+  // is created (one lstat), so a key an older daemon holds costs no create
+  // and unlink per poll. An older daemon never looks for our name, so one
+  // that creates its file between this check and ours compiles the key
+  // too: a second compile, never a torn entry (publishes are atomic).
+  bool LegacyLeaseFree(const EntryKey &id, const std::string &dir) {
+    if (options_.legacy_lease_file_name.empty()) return true;
+    const std::string path =
+        absl::StrCat(dir, "/", options_.legacy_lease_file_name);
+    struct stat st;
+    if (absl::Status s = options_.shared_env->Lstat(path, &st); !s.ok()) {
+      return absl::IsNotFound(s);
+    }
+    return BreakIfStale(id, path, options_.legacy_lease_file_name);
   }
 
   // "host pid lease-id unix-ms", as TryTake writes it.
@@ -128,9 +147,10 @@ class FileLocks : public ExternalLocks {
     return ProcessIsGone(pid);
   }
 
-  // True if the lease file at `path` was stale (or planted) and this call
-  // removed it.
-  bool BreakIfStale(const EntryKey &id, const std::string &path) {
+  // True if the lease file at `path` (named `name` in the entry directory)
+  // was stale (or planted) and this call removed it.
+  bool BreakIfStale(const EntryKey &id, const std::string &path,
+                    const std::string &name) {
     Env *const shared = options_.shared_env;
     struct stat judged;
     if (absl::Status s = shared->Lstat(path, &judged); !s.ok()) {
@@ -144,8 +164,7 @@ class FileLocks : public ExternalLocks {
       planted = std::string(content.status().message());
     } else if (content.ok() && !IsLeaseRecord(*content)) {
       if (!UnchangedForTooLong(path, judged)) return false;
-      planted = absl::StrCat(options_.lease_file_name,
-                             " is not a lease record (a foreign file)");
+      planted = absl::StrCat(name, " is not a lease record (a foreign file)");
     } else if (!(content.ok() && FromDeadIncarnation(*content)) &&
                !UnchangedForTooLong(path, judged)) {
       return false;
@@ -164,7 +183,7 @@ class FileLocks : public ExternalLocks {
       (void)shared->Unlink(doomed);
       return false;
     }
-    if (planted.empty() || !Quarantine(id, doomed, planted)) {
+    if (planted.empty() || !Quarantine(id, doomed, name, planted)) {
       (void)RemoveTree(doomed, shared);
     }
     return true;
@@ -173,12 +192,12 @@ class FileLocks : public ExternalLocks {
   // Moves a broken planted lease file to the quarantine directory beside a
   // reason file; false if there is none or the move failed.
   bool Quarantine(const EntryKey &id, const std::string &doomed,
-                  const std::string &reason) {
+                  const std::string &name, const std::string &reason) {
     return options_.quarantine_dir &&
-           MoveToQuarantine(options_.quarantine_dir(id), doomed,
-                            absl::StrCat(id.compiler_version(), "__", id.key(),
-                                         "__", options_.lease_file_name),
-                            reason, options_.host_id, options_.shared_env)
+           MoveToQuarantine(
+               options_.quarantine_dir(id), doomed,
+               absl::StrCat(id.compiler_version(), "__", id.key(), "__", name),
+               reason, options_.host_id, options_.shared_env)
                .ok();
   }
 

@@ -8,7 +8,7 @@
 //     client's fallback mode locks, so daemon users and daemon-less processes
 //     on this host exclude each other.
 //  2. Cross-host (when `shared` is set): the entry's lease file on the shared
-//     store, {entry_dir}/model.hlo_module.pb.lock, created with O_EXCL and
+//     store, {entry_dir}/neffd.lease, created with O_EXCL and
 //     holding "host pid lease-id unix-ms". Its mtime is refreshed (every
 //     TTL/3) while the lease lives. Another host's lease file is stale when
 //     this daemon has watched it stay unchanged (same inode, same mtime) for
@@ -27,7 +27,11 @@
 //     stayed unchanged as long as a stale lease; both are moved to
 //     `quarantine_dir` rather than deleted, so an operator can see what was
 //     there. No open of a lease file ever blocks (store/file_util.h
-//     OpenRegularFile).
+//     OpenRegularFile). For one release the lease file's former name
+//     (`legacy_lease_file_name`) is honoured too: the key is held elsewhere
+//     while a file of that name is there and not stale by the same rules,
+//     so an older daemon's lease in a rolling upgrade (and a libneuronxla
+//     process's lock, the same name) still makes this host wait.
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
@@ -61,6 +65,9 @@ struct FileLocksOptions {
   // The lease file's name in that directory. The store-wide gc lease
   // (daemon/cluster/gc_coordinator.h) reuses this protocol under its own name.
   std::string lease_file_name = kLeaseFileName;
+  // The lease file's name in the previous release, honoured as a hold (and
+  // broken when stale) but never created; empty: none.
+  std::string legacy_lease_file_name = kLegacyLeaseFileName;
   // The host's filesystem (the lock files) and clock; not owned.
   Env *env = Env::Default();
   // The shared store's filesystem (the lease files); not owned. The daemon

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "store/counting_env.h"
 #include "store/file_util.h"
+#include "store/testing/manual_clock_env.h"
 #include "tests/harness/planted.h"
 #include "tests/harness/temp_dir.h"
 
@@ -169,6 +171,71 @@ TEST_F(FileLocksTest, ForeignLeaseFileIsBrokenOnceUnchangedForTheTtl) {
   ASSERT_NE(held, nullptr);
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));  // 300 - 100 ms
   EXPECT_FALSE(fs::is_empty(QuarantineDir()));
+}
+
+TEST_F(FileLocksTest, TheLeaseFileIsNeffdsOwnNameWhichNoCleanupRemoves) {
+  // clear-locks and optimum-neuron's cleanup delete *.lock; TorchNeuron's
+  // clear deletes *.neff.
+  const std::string name = kLeaseFileName;
+  EXPECT_FALSE(absl::EndsWith(name, ".lock")) << name;
+  EXPECT_FALSE(absl::EndsWith(name, ".neff")) << name;
+  std::unique_ptr<ExternalLock> held = a_->TryTake(id_, "lease-a");
+  ASSERT_NE(held, nullptr);
+  // What `neuron_parallel_compile --command clear-locks` does to the store.
+  for (const auto& e : fs::recursive_directory_iterator(root_ + "/store")) {
+    if (e.path().extension() == ".lock") fs::remove(e.path());
+  }
+  EXPECT_TRUE(fs::exists(LeasePath()));
+  EXPECT_TRUE(held->StillHeld());
+  EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);
+}
+
+// The previous release's lease file (an older daemon's during a rolling
+// upgrade) holds the key while it is refreshed, and is broken once stale,
+// on hostB's own clock.
+TEST_F(FileLocksTest, AnOlderDaemonsLeaseFileHoldsTheKeyUntilItIsStale) {
+  ManualClockEnv clock(absl::Now());
+  FileLocksOptions o;
+  o.locks_dir = root_ + "/hostB/locks";
+  o.host_id = "hostB";
+  o.stale_after = absl::Seconds(30);
+  o.poll_interval = absl::Seconds(1);
+  o.entry_dir = [this](const EntryKey& id) { return EntryDir(id); };
+  o.env = &clock;
+  o.shared_env = &shared_;
+  std::unique_ptr<ExternalLocks> b = NewFileLocks(o);
+  const std::string legacy =
+      absl::StrCat(EntryDir(id_), "/", kLegacyLeaseFileName);
+  fs::create_directories(EntryDir(id_));
+  std::ofstream(legacy) << "hostC 123 old-lease 0\n";
+  for (int refresh = 1; refresh <= 5; ++refresh) {
+    EXPECT_EQ(b->TryTake(id_, "lease-b"), nullptr) << refresh;
+    EXPECT_FALSE(fs::exists(LeasePath()));  // nothing created meanwhile
+    clock.Advance(absl::Seconds(10));
+    // hostC refreshes every TTL/3, as an older daemon does.
+    struct timespec times[2];
+    times[0] = times[1] =
+        absl::ToTimespec(absl::Now() + absl::Seconds(refresh));
+    ASSERT_EQ(utimensat(AT_FDCWD, legacy.c_str(), times, 0), 0);
+  }
+  EXPECT_EQ(b->TryTake(id_, "lease-b"), nullptr);  // sees the last refresh
+  clock.Advance(absl::Seconds(29));                // hostC stopped
+  std::unique_ptr<ExternalLock> held = b->TryTake(id_, "lease-b");
+  ASSERT_NE(held, nullptr);
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_NE(ReadSmallFile(LeasePath(), 4096)->find("hostB"), std::string::npos);
+}
+
+TEST_F(FileLocksTest, AnOlderIncarnationsLeaseFileOfThisHostIsBrokenAtOnce) {
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // a pid that is certainly gone
+  fs::create_directories(EntryDir(id_));
+  const std::string legacy =
+      absl::StrCat(EntryDir(id_), "/", kLegacyLeaseFileName);
+  std::ofstream(legacy) << absl::StrCat("hostB ", child, " old 0\n");
+  EXPECT_NE(b_->TryTake(id_, "lease-b"), nullptr);
+  EXPECT_FALSE(fs::exists(legacy));
 }
 
 }  // namespace

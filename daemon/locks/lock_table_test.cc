@@ -215,7 +215,8 @@ TEST_F(LockTableTest, WrongKeyOrUnknownLeaseIsRefused) {
 TEST_F(LockTableTest, LockFileExcludesAProcessWithoutTheDaemon) {
   std::optional<LockEvent> holder, w1;
   Acquire(1, &holder);
-  const std::string path = locks_dir_ + "/neff/2.0/k1.lock";
+  // TorchNeuron's lock file: {locks}/{key}.lock.
+  const std::string path = locks_dir_ + "/k1.lock";
   int fd = open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   EXPECT_NE(flock(fd, LOCK_EX | LOCK_NB), 0);  // the daemon holds it

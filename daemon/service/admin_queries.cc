@@ -1,10 +1,13 @@
 // CacheAdminService's queries and switches: ListEntries, ShowEntry, GetLocks,
 // Drain, Undrain, GetConfig, ResetStats.
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/locks/lock_files.h"
 #include "daemon/log/log.h"
 #include "daemon/service/admin_service.h"
 #include "daemon/service/grpc_status.h"
@@ -231,6 +234,17 @@ grpc::Status CacheAdminService::GetLocks(grpc::ServerContext*,
   response->set_waiters(options_.locks->counts().waiters);
   for (auto& [key, info] : LeasesByKey()) *response->add_leases() = info;
   response->set_draining(options_.locks->draining());
+  if (!options_.locks_dir.empty()) {
+    // /proc/locks unreadable (an unusual sandbox): the leases still answer.
+    absl::StatusOr<std::vector<HeldLockFile>> held =
+        HeldLockFiles(options_.locks_dir, options_.env, getpid());
+    for (const HeldLockFile& f : held.value_or(std::vector<HeldLockFile>())) {
+      v1::FileLockInfo* info = response->add_file_locks();
+      info->set_key(f.key);
+      info->set_pid(f.pid);
+      info->set_path(f.path);
+    }
+  }
   return grpc::Status::OK;
 }
 

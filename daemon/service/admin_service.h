@@ -51,6 +51,10 @@ struct AdminOptions {
   const PeerRegistry* peers = nullptr;
   // The S3 tier, for Warm (null: off).
   RemoteTier* remote = nullptr;
+  // {local_dir}/locks: GetLocks lists the flocks other processes hold there.
+  std::string locks_dir;
+  // The host's filesystem (the lock directory, /proc/locks); not owned.
+  Env* env = Env::Default();
 };
 
 class CacheAdminService final : public v1::CacheAdmin::Service {

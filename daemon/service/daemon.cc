@@ -319,6 +319,8 @@ void Daemon::Parts::BuildServices() {
   gc_options.journal_min_spacing = options.access_journal_spacing;
   gc_options.access_flush_period = kAccessFlushInterval;
   gc_options.shared_env = lease_env.get();
+  gc_options.host_locks_dir = local_dir.locks();
+  gc_options.host_env = options.env;
   gc = std::make_unique<GcCoordinator>(gc_options, catalog.get(),
                                        maintenance.get());
   catalog->SetAccessObserver(
@@ -340,6 +342,8 @@ void Daemon::Parts::BuildServices() {
   admin_options.config = options.config;
   admin_options.peers = &peers;
   admin_options.remote = remote.get();
+  admin_options.locks_dir = local_dir.locks();
+  admin_options.env = options.env;
   admin_options.gc = [gc = gc.get()](Namespace ns,
                                      const v1::GcRequest &request) {
     return gc->RunNow(ns, request);
