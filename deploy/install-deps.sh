@@ -17,7 +17,7 @@ PACKAGES=(
   gnuplot-nox strace
   libcurl4-openssl-dev libexpat1-dev libinih-dev
   libgflags-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev patchelf
-  libxxhash-dev xxhash
+  libxxhash-dev xxhash pypy3
   curl time
 )
 

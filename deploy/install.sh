@@ -63,6 +63,7 @@ if [[ -n "$from" ]]; then
   cd "$unpacked"/neffd-*
   neffd_bin=bin/neffd neffctl_bin=bin/neffctl neffcc_bin=bin/neffcc
   lib=lib/libneffclient.so header=include/neffclient.h module_file=
+  portable_module=lib/python/neffclient.py
 fi
 # The module is built for Debian's python3.11; install it where that
 # interpreter looks (/usr/local/lib/python3.11/dist-packages), whatever
@@ -106,6 +107,11 @@ fi
 install -D -m 0644 "$header" "$prefix/include/neffclient.h"
 if [[ -n "$module_file" ]]; then
   install -D -m 0644 "$module_file" "$python_dir/$module"
+fi
+# A release's Python module is the portable one, beside the library it
+# loads (../libneffclient.so): jobs add {prefix}/lib/python to PYTHONPATH.
+if [[ -n "${portable_module:-}" ]]; then
+  install -D -m 0644 "$portable_module" "$prefix/lib/python/neffclient.py"
 fi
 install -D -m 0644 docs/INTEGRATION.md "$prefix/share/doc/neffd/INTEGRATION.md"
 if [[ "$prefix" == /usr/local ]] && command -v ldconfig >/dev/null; then

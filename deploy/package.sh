@@ -57,6 +57,10 @@ install -D -m 0755 "$bin/client/neffcc" "$root/bin/neffcc"
 install -D -m 0755 "$bin/client/shared/libneffclient.so" \
   "$root/lib/libneffclient.so"
 install -D -m 0644 client/neffclient.h "$root/include/neffclient.h"
+# The portable Python module (ctypes over ../libneffclient.so), for whatever
+# interpreter a job's virtualenv has (docs/CLIENT.md).
+install -D -m 0644 client/python/portable/neffclient.py \
+  "$root/lib/python/neffclient.py"
 # libneffclient.so's shared libraries but glibc's, the allowed sonames and
 # the C++ runtime: gRPC, protobuf, absl, re2 and theirs.
 install -d -m 0755 "$root/lib/neffd"
@@ -100,6 +104,8 @@ install -D -m 0644 "$root/lib/libneffclient.so" \
   "$deb/usr/local/lib/libneffclient.so"
 cp -a "$root"/lib/neffd/. "$deb/usr/local/lib/neffd/"
 install -D -m 0644 client/neffclient.h "$deb/usr/local/include/neffclient.h"
+install -D -m 0644 "$root/lib/python/neffclient.py" \
+  "$deb/usr/local/lib/python/neffclient.py"
 install -D -m 0644 docs/OPERATIONS.md \
   "$deb/usr/local/share/doc/neffd/OPERATIONS.md"
 install -D -m 0644 docs/INTEGRATION.md \

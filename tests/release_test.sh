@@ -195,6 +195,7 @@ missing=
 for path in ./usr/local/bin/neffd ./usr/local/bin/neffctl \
     ./usr/local/bin/neffcc ./usr/local/lib/neffd/bin/neuronx-cc \
     ./usr/local/lib/libneffclient.so ./usr/local/include/neffclient.h \
+    ./usr/local/lib/python/neffclient.py \
     ./lib/systemd/system/neffd.service ./usr/lib/tmpfiles.d/neffd.conf \
     ./etc/neffd/neffd.env ./usr/local/share/neffd/service-setup.sh \
     "${bundle[@]/#"$release"/./usr/local}"; do
@@ -226,6 +227,30 @@ if ((rc != 2)) || [[ $(wc -l <<<"$out") -ne 1 ]]; then
 else
   pass install_from_not_a_tarball
 fi
+
+# 5. The release's Python module under every interpreter here: CPython and
+# PyPy load the release's libneffclient.so (and its bundle) through ctypes.
+for python in python3 pypy3; do
+  if ! command -v "$python" >/dev/null; then
+    skip "python_module_$python" "no $python (deploy/install-deps.sh)"
+    continue
+  fi
+  if out=$(PYTHONPATH="$prefix/lib/python" TORCH_NEURONX_NEFF_CACHE_DIR="$work/py/neff" \
+        TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR="$work/py/local" \
+        NEFFD_ADDRESS="unix:$work/py/none.sock" "$python" -c '
+import neffclient
+assert neffclient.torchneuron_key(b"basekey", b"HloModule m\n") == "c496e666b3b31b0b526f14746a3df645"
+c = neffclient.Client()
+k = c.derive_key(b"HloModule m", "-O1", "2.19.1")
+p = c.get_or_compile("neff", "2.19.1", k, lambda path: open(path, "wb").write(b"neff"))
+assert c.lookup("neff", "2.19.1", k) == p and open(p, "rb").read() == b"neff"
+print(neffclient.__file__)' 2>"$work/python.err") &&
+      [[ "$out" == "$prefix/lib/python/neffclient.py" ]]; then
+    pass "python_module_$python"
+  else
+    fail "python_module_$python" "${out:-} $(tail -3 "$work/python.err")"
+  fi
+done
 
 echo "release: took $SECONDS s"
 echo "release: $passed passed, $failed failed, $skipped skipped"
