@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/neffcc/command_line.h"
 #include "client/neffcc/compile_flow.h"
@@ -292,6 +293,13 @@ TEST_F(RealCompilerTest, SkipsEveryPathThatResolvesToItself) {
   absl::StatusOr<std::string> none =
       FindRealCompiler("", "neuronx-cc", path_env, self);
   EXPECT_TRUE(absl::IsNotFound(none.status())) << none.status();
+  EXPECT_TRUE(absl::StrContains(none.status().message(),
+                                "every one found is neffcc itself"))
+      << none.status();
+  const absl::Status nothing =
+      FindRealCompiler("", "neuronx-cc", root_ + "/real", self).status();
+  EXPECT_TRUE(absl::StartsWith(nothing.message(), "no neuronx-cc on PATH;"))
+      << nothing;
   EXPECT_FALSE(
       FindRealCompiler(root_ + "/mask/neuronx-cc", "neuronx-cc", path_env, self)
           .ok());

@@ -77,17 +77,18 @@ absl::StatusOr<std::string> FindRealCompiler(absl::string_view configured,
     }
     return path;
   }
+  bool saw_self = false;
   for (absl::string_view dir : absl::StrSplit(path_env, ':')) {
     const std::string candidate =
         absl::StrCat(dir.empty() ? "." : dir, "/", name);
-    if (IsExecutableFile(candidate) && RealPath(candidate) != self) {
-      return candidate;
-    }
+    if (!IsExecutableFile(candidate)) continue;
+    if (RealPath(candidate) != self) return candidate;
+    saw_self = true;
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no real ", name,
-      " on PATH (every one found is neffcc itself); install the Neuron "
-      "compiler or set NEFFD_REAL_COMPILER"));
+  return absl::NotFoundError(
+      absl::StrCat(saw_self ? "no real " : "no ", name, " on PATH",
+                   saw_self ? " (every one found is neffcc itself)" : "",
+                   "; install the Neuron compiler or set NEFFD_REAL_COMPILER"));
 }
 
 absl::StatusOr<std::string> ParseCompilerVersion(absl::string_view output) {
