@@ -106,20 +106,22 @@ install_client "$prefix" >/dev/null
 # release itself is tests/release_test.sh's), and refuses anything else in
 # one line with exit 2.
 release="$tmp/release/neffd-9.9"
-mkdir -p "$release"/{bin,lib,include,docs}
+mkdir -p "$release"/{bin,lib/python,include,docs}
 echo 9.9 >"$release/VERSION"
 cp "$runfiles/client/neffctl" "$runfiles/client/neffcc" "$release/bin/"
 cp "$runfiles/client/shared/libneffclient.so" "$release/lib/"
 cp "$runfiles/client/neffclient.h" "$release/include/"
+cp "$runfiles/client/python/portable/neffclient.py" "$release/lib/python/"
 cp "$runfiles/docs/INTEGRATION.md" "$release/docs/"
 tar -czf "$tmp/release.tar.gz" -C "$tmp/release" neffd-9.9
 from_prefix="$tmp/from"
 bash "$runfiles/deploy/install.sh" --from "$tmp/release.tar.gz" \
   --client-only --prefix "$from_prefix" >/dev/null
 for f in bin/neffcc bin/neffctl lib/libneffclient.so include/neffclient.h \
-    share/doc/neffd/INTEGRATION.md; do
+    lib/python/neffclient.py share/doc/neffd/INTEGRATION.md; do
   [[ -f "$from_prefix/$f" ]] || { echo "install.sh --from did not install $f"; exit 1; }
 done
+# The release's module is the portable one: no pybind11 module.
 [[ ! -e "$from_prefix/py" ]] || { echo "install.sh --from installed a module"; exit 1; }
 for bad in "$tmp/no-such.tar.gz" "$runfiles/deploy/neffd.env"; do
   rc=0
