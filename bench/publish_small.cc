@@ -103,7 +103,8 @@ class SmallPublish {
       memcpy(&bytes_[i], &v, 8);
     }
     sha256_ = Sha256Hex(bytes_);
-    if (!daemon_.Start()) Die("neffd did not start: " + daemon_.process().Stderr());
+    if (!daemon_.Start())
+      Die("neffd did not start: " + daemon_.process().Stderr());
     stub_ = daemon_.NewStub();
     CacheClientOptions options;
     options.address = daemon_.address();
@@ -157,8 +158,8 @@ class SmallPublish {
     const std::string key = absl::StrCat("rpc-", label_, "-", run);
     const std::string staged =
         absl::StrCat(daemon_.local_dir(), "/staging/small-", run);
-    int fd = open(staged.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                  0640);
+    int fd =
+        open(staged.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
     if (fd < 0) Die("creating " + staged);
     WriteAll(fd, bytes_, staged);
     close(fd);
