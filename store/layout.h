@@ -1,0 +1,72 @@
+// store/layout.h
+//
+// TorchNeuron's cache layout (issue 27, items 1-4; the spec page "How an
+// unmodified TorchNeuron rank uses the NEFF cache", "Layout and key"), the
+// layout the store is moving to. WORK IN PROGRESS on branch issue27-layout:
+// these names are defined and tested here, and nothing uses them yet (the
+// store still writes libneuronxla's neuronxcc-{version}/MODULE_{key}/).
+//
+//   {root}/{k0k1}/{k2k3}/{key}.neff      the artifact (hlo store: {key}.hlo),
+//                                        TorchNeuron's own file: an unmodified
+//                                        rank reads and writes it
+//   {root}/{k0k1}/{k2k3}/.tmp.*          TorchNeuron's temp files (mkstemp)
+//   {root}/{k0k1}/{k2k3}/{key}.neffd/    neffd's records of the entry:
+//       done                             DoneRecord (size, sha256, producer,
+//                                        compiler version); written last
+//       log                              a recorded failure (retry-after)
+//       compile_flags.json               key inputs
+//       lease                            the cross-host lease
+//   {root}/.neffd/                       store-wide records (gc lease,
+//                                        journals, clock, quarantine, trash)
+//
+// Why these names: TorchNeuron's clear removes every regular file whose name
+// ends in ".neff" and then empty shard directories; libneuronxla's cleanups
+// remove "*.lock" and its neuronxcc-*/MODULE_* trees. "{key}.neffd" ends in
+// "neffd", holds no "*.neff" or "*.lock", and keeps its shard directory
+// non-empty, so a clear removes exactly the artifacts: a cleared entry is a
+// record without an artifact (a miss; gc removes the record), never damage.
+//
+// Keys: a NEFF key is 32 lowercase hex digits (TorchNeuron's,
+// client/torchneuron_key.h) or 64 (neffd's sha256, client/key.h). An HLO key
+// is any EntryKey token of at least 4 characters whose first four are not
+// '.', so neither shard directory can be "." or "..".
+//
+// Thread-safe and pure.
+#ifndef NEFFD_STORE_LAYOUT_H_
+#define NEFFD_STORE_LAYOUT_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "store/entry_id.h"
+
+namespace neffd {
+
+// The directory name suffix of an entry's records ("{key}.neffd").
+inline constexpr absl::string_view kRecordsSuffix = ".neffd";
+// Store-wide records directory under the root.
+inline constexpr absl::string_view kStoreRecordsDir = ".neffd";
+
+// InvalidArgument naming "id.key" unless `key` is valid for `ns` in this
+// layout (see above).
+absl::Status ValidateLayoutKey(Namespace ns, absl::string_view key);
+
+// "{k0k1}/{k2k3}": the shard directories of a valid key, under the root.
+std::string ShardDir(absl::string_view key);
+// "{k0k1}/{k2k3}/{key}.neff" (or ".hlo"), relative to the root.
+std::string ArtifactRelPath(Namespace ns, absl::string_view key);
+// "{k0k1}/{k2k3}/{key}.neffd", relative to the root.
+std::string RecordsRelDir(absl::string_view key);
+
+// What a name in a shard directory is: TorchNeuron's or neffd's, or neither
+// (anything else, left alone).
+enum class ShardName { kArtifact, kRecords, kTorchNeuronTemp, kOther };
+// Classifies `name` found in a shard directory of store `ns`; sets *key for
+// an artifact or records name.
+ShardName ClassifyShardName(Namespace ns, absl::string_view name,
+                            std::string* key);
+
+}  // namespace neffd
+
+#endif  // NEFFD_STORE_LAYOUT_H_
