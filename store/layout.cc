@@ -68,4 +68,31 @@ ShardName ClassifyShardName(Namespace ns, absl::string_view name,
   return kind;
 }
 
+Judgement JudgeEntry(Namespace ns, absl::string_view key,
+                     const ArtifactSeen& artifact, const v1::DoneRecord* done,
+                     absl::string_view requested_version) {
+  if (!artifact.exists) {
+    return {done != nullptr ? Verdict::kCleared : Verdict::kMiss, ""};
+  }
+  const std::string name = absl::StrCat(key, Extension(ns));
+  if (!artifact.regular) {
+    return {Verdict::kDamage, absl::StrCat(name, " is not a regular file")};
+  }
+  if (artifact.size == 0) return {Verdict::kMiss, ""};
+  if (done == nullptr) return {Verdict::kAdopt, ""};
+  if (!requested_version.empty() && !done->compiler_version().empty() &&
+      done->compiler_version() != requested_version) {
+    return {Verdict::kVersionMismatch, ""};
+  }
+  // A put replaces the artifact whole by a rename (TorchNeuron's and
+  // neffd's alike): a new inode is a new artifact to record, never damage.
+  if (done->artifact_inode() != artifact.inode) return {Verdict::kAdopt, ""};
+  if (done->size() != artifact.size) {
+    return {Verdict::kDamage,
+            absl::StrCat(name, " is ", artifact.size,
+                         " bytes; its record says ", done->size())};
+  }
+  return {Verdict::kVerify, ""};
+}
+
 }  // namespace neffd

@@ -35,10 +35,14 @@
 #ifndef NEFFD_STORE_LAYOUT_H_
 #define NEFFD_STORE_LAYOUT_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "proto/neffd/v1/records.pb.h"
 #include "store/entry_id.h"
 
 namespace neffd {
@@ -66,6 +70,38 @@ enum class ShardName { kArtifact, kRecords, kTorchNeuronTemp, kOther };
 // an artifact or records name.
 ShardName ClassifyShardName(Namespace ns, absl::string_view name,
                             std::string* key);
+
+// What one lstat of the artifact showed.
+struct ArtifactSeen {
+  bool exists = false;
+  bool regular = false;
+  uint64_t size = 0;
+  ino_t inode = 0;
+};
+
+enum class Verdict {
+  kMiss,             // nothing there, or an empty file (as for TorchNeuron)
+  kCleared,          // records without an artifact: a clear, not damage;
+                     // a miss whose records gc removes
+  kVersionMismatch,  // recorded for another compiler version: a miss
+  kAdopt,            // an artifact no record describes (an unmodified
+                     // rank's put): hash it, record it, serve it
+  kVerify,           // recorded: check sha256 (once per file identity)
+  kDamage,           // quarantine, with `reason`
+};
+
+struct Judgement {
+  Verdict verdict;
+  std::string reason;  // kDamage only
+};
+
+// What a lookup of `key` (store `ns`) for `requested_version` makes of what
+// it saw: the artifact and its done record (null: none). Either version
+// empty matches any (a TorchNeuron key commits to its compiler
+// configuration; neffctl may omit the version).
+Judgement JudgeEntry(Namespace ns, absl::string_view key,
+                     const ArtifactSeen& artifact, const v1::DoneRecord* done,
+                     absl::string_view requested_version);
 
 }  // namespace neffd
 

@@ -80,5 +80,63 @@ TEST(LayoutTest, TorchNeuronsClearRemovesArtifactsAndNoRecord) {
   }
 }
 
+class JudgeEntryTest : public ::testing::Test {
+ protected:
+  Judgement Judge(const ArtifactSeen& artifact, const v1::DoneRecord* done,
+                  absl::string_view version = "2.19") {
+    return JudgeEntry(Namespace::kNeff, kTorchNeuronKey, artifact, done,
+                      version);
+  }
+  static ArtifactSeen File(uint64_t size, ino_t inode = 7) {
+    return ArtifactSeen{true, true, size, inode};
+  }
+  v1::DoneRecord Done(uint64_t size, const std::string& version = "2.19",
+                      ino_t inode = 7) {
+    v1::DoneRecord done;
+    done.set_size(size);
+    done.set_compiler_version(version);
+    done.set_artifact_inode(inode);
+    return done;
+  }
+};
+
+TEST_F(JudgeEntryTest, NothingOrAnEmptyFileIsAMiss) {
+  EXPECT_EQ(Judge(ArtifactSeen{}, nullptr).verdict, Verdict::kMiss);
+  EXPECT_EQ(Judge(File(0), nullptr).verdict, Verdict::kMiss);
+  const v1::DoneRecord done = Done(0);
+  EXPECT_EQ(Judge(File(0), &done).verdict, Verdict::kMiss);
+}
+
+TEST_F(JudgeEntryTest, RecordsWithoutTheirArtifactAreAClearNotDamage) {
+  const v1::DoneRecord done = Done(4);
+  EXPECT_EQ(Judge(ArtifactSeen{}, &done).verdict, Verdict::kCleared);
+}
+
+TEST_F(JudgeEntryTest, AnUnmodifiedRanksArtifactIsAdopted) {
+  EXPECT_EQ(Judge(File(4), nullptr).verdict, Verdict::kAdopt);
+  // ...and again when a rank's put replaced a recorded one (new inode).
+  const v1::DoneRecord done = Done(9, "2.19", /*inode=*/3);
+  EXPECT_EQ(Judge(File(4, /*inode=*/8), &done).verdict, Verdict::kAdopt);
+}
+
+TEST_F(JudgeEntryTest, TheCompilerVersionIsCheckedUnlessEitherIsEmpty) {
+  const v1::DoneRecord done = Done(4, "2.19");
+  EXPECT_EQ(Judge(File(4), &done, "2.20").verdict, Verdict::kVersionMismatch);
+  EXPECT_EQ(Judge(File(4), &done, "").verdict, Verdict::kVerify);
+  const v1::DoneRecord any = Done(4, "");
+  EXPECT_EQ(Judge(File(4), &any, "2.20").verdict, Verdict::kVerify);
+}
+
+TEST_F(JudgeEntryTest, DamageInPlaceIsDamage) {
+  const v1::DoneRecord done = Done(4);
+  Judgement j = Judge(File(5), &done);
+  EXPECT_EQ(j.verdict, Verdict::kDamage);
+  EXPECT_EQ(j.reason, std::string(kTorchNeuronKey) +
+                          ".neff is 5 bytes; its record says 4");
+  ArtifactSeen fifo = File(0);
+  fifo.regular = false;
+  EXPECT_EQ(Judge(fifo, &done).verdict, Verdict::kDamage);
+}
+
 }  // namespace
 }  // namespace neffd
