@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "store/digest.h"
@@ -76,7 +78,14 @@ std::string Store::EntryDir(const EntryKey &id) const {
 }
 
 std::string Store::ArtifactPath(const EntryKey &id) const {
-  return absl::StrCat(EntryDir(id), "/", ArtifactName());
+  return PathsOf(id).artifact();
+}
+
+EntryPaths Store::PathsOf(const EntryKey &id) const {
+  const std::string dir = EntryDir(id);
+  return EntryPaths{
+      dir,      std::string(ArtifactName()), dir,           kDoneName,
+      kLogName, kKeyInputsFileName,          kLeaseFileName};
 }
 
 bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
@@ -90,16 +99,16 @@ bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
 
 bool Store::HasDoneRecord(const EntryKey &id) const {
   struct stat st;
-  return env_.Lstat(absl::StrCat(EntryDir(id), "/", kDoneName), &st).ok() &&
+  return env_.Lstat(PathsOf(id).done(), &st).ok() &&
          S_ISREG(st.st_mode);  // a planted FIFO or directory is no record
 }
 
 absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
                                         OnDamage on_damage) {
-  const std::string dir = EntryDir(id);
-  const std::string artifact = ArtifactPath(id);
+  const EntryPaths paths = PathsOf(id);
+  const std::string artifact = paths.artifact();
   absl::StatusOr<std::string> done_text =
-      ReadSmallFile(absl::StrCat(dir, "/", kDoneName), kMaxDoneBytes, &env_);
+      ReadSmallFile(paths.done(), kMaxDoneBytes, &env_);
   if (!done_text.ok()) {
     if (absl::IsNotFound(done_text.status())) {
       // The common miss (nothing there yet) costs one more stat; only an
@@ -235,14 +244,22 @@ absl::StatusOr<PublishResult> Store::Publish(
   // name is synced in its parent first, the artifact's data before it is
   // renamed into place, its name (and the key inputs') before model.done is
   // written, model.done's data before its rename, and that name last.
-  const std::string dir = EntryDir(id);
-  if (absl::Status s =
-          MakeGroupDirs(dir, kSharedDirMode, &env_, /*durably=*/true);
-      !s.ok()) {
-    return s;
+  const EntryPaths paths = PathsOf(id);
+  // One directory in libneuronxla's layout, two in TorchNeuron's.
+  std::vector<std::string> dirs = {paths.artifact_dir};
+  if (paths.records_dir != paths.artifact_dir) {
+    dirs.push_back(paths.records_dir);
+  }
+  for (const std::string &dir : dirs) {
+    if (absl::Status s =
+            MakeGroupDirs(dir, kSharedDirMode, &env_, /*durably=*/true);
+        !s.ok()) {
+      return s;
+    }
   }
   const std::string tmp =
-      absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
+      absl::StrCat(paths.artifact_dir, "/",
+                   UniqueTempName(paths.artifact_name, options_.host_id));
   absl::StatusOr<UniqueFd> out =
       env_.Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (!out.ok()) return out.status();
@@ -265,7 +282,7 @@ absl::StatusOr<PublishResult> Store::Publish(
   }
   if (verified) verified();
   if (absl::Status s = env_.Sync(out->get(), tmp); !s.ok()) return fail(s);
-  const std::string artifact = ArtifactPath(id);
+  const std::string artifact = paths.artifact();
   if (absl::Status s = env_.Rename(tmp, artifact); !s.ok()) return fail(s);
   struct stat st;  // after the rename, which changes ctime
   if (absl::Status s = env_.Fstat(out->get(), artifact, &st); !s.ok()) {
@@ -286,11 +303,19 @@ absl::StatusOr<PublishResult> Store::Publish(
   // artifact's name durable too; without them the directory is synced on
   // its own. Only then may model.done name the artifact.
   absl::Status finished;
-  if (auto inputs = md.find(kKeyInputsMetadata); inputs != md.end()) {
-    finished = WriteFileAtomically(dir, kKeyInputsFileName, inputs->second,
-                                   options_.host_id, /*durable=*/true, &env_);
-  } else {
-    finished = env_.SyncDir(dir);
+  // Where the artifact is not beside its records (TorchNeuron's layout), its
+  // name is synced in its own directory.
+  if (paths.artifact_dir != paths.records_dir) {
+    finished = env_.SyncDir(paths.artifact_dir);
+  }
+  if (finished.ok()) {
+    auto inputs = md.find(kKeyInputsMetadata);
+    finished =
+        inputs != md.end()
+            ? WriteFileAtomically(paths.records_dir, paths.key_inputs_name,
+                                  inputs->second, options_.host_id,
+                                  /*durable=*/true, &env_)
+            : env_.SyncDir(paths.records_dir);
   }
   if (finished.ok()) finished = WriteDone(id, done);
   if (!finished.ok()) {
@@ -299,11 +324,11 @@ absl::StatusOr<PublishResult> Store::Publish(
     // remove it now and give a full disk its space back. A marker renamed
     // in whose directory could not be synced goes first: the caller hears
     // of a failure, so nothing may stay that looks published.
-    (void)env_.Unlink(absl::StrCat(dir, "/", kDoneName));
+    (void)env_.Unlink(paths.done());
     (void)env_.Unlink(artifact);
     return finished;
   }
-  (void)env_.Unlink(absl::StrCat(dir, "/", kLogName));
+  (void)env_.Unlink(paths.log());
   return PublishResult{
       StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)}, false};
 }
@@ -336,18 +361,21 @@ absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
   if (!json.ok()) return json.status();
   // Data fsynced before the rename, the directory after it: once this
   // returns the entry survives a power loss (PublishFromFd).
-  return WriteFileAtomically(EntryDir(id), kDoneName, *json, options_.host_id,
-                             /*durable=*/true, &env_);
+  const EntryPaths paths = PathsOf(id);
+  return WriteFileAtomically(paths.records_dir, paths.done_name, *json,
+                             options_.host_id, /*durable=*/true, &env_);
 }
 
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
                                                  absl::string_view log) {
-  const std::string dir = EntryDir(id);
-  if (absl::Status s = MakeGroupDirs(dir, kSharedDirMode, &env_); !s.ok())
+  const EntryPaths paths = PathsOf(id);
+  if (absl::Status s = MakeGroupDirs(paths.records_dir, kSharedDirMode, &env_);
+      !s.ok())
     return s;
   if (log.size() > kMaxLogBytes) log = log.substr(log.size() - kMaxLogBytes);
-  if (absl::Status s = WriteFileAtomically(dir, kLogName, log, options_.host_id,
-                                           /*durable=*/true, &env_);
+  if (absl::Status s =
+          WriteFileAtomically(paths.records_dir, paths.log_name, log,
+                              options_.host_id, /*durable=*/true, &env_);
       !s.ok()) {
     return s;
   }
@@ -362,7 +390,7 @@ absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
 }
 
 std::optional<v1::Failure> Store::FindFailure(const EntryKey &id) const {
-  const std::string path = absl::StrCat(EntryDir(id), "/", kLogName);
+  const std::string path = PathsOf(id).log();
   struct stat st;
   if (!env_.Lstat(path, &st).ok() || !S_ISREG(st.st_mode)) {
     return std::nullopt;
@@ -390,10 +418,11 @@ void Store::QuarantineOrphan(const EntryKey &id, absl::Duration grace) {
   if (!env_.Lstat(ArtifactPath(id), &st).ok()) return;
   if (grace > absl::ZeroDuration()) {
     struct stat lease;
-    for (const char *name : {kLeaseFileName, kLegacyLeaseFileName}) {
-      if (env_.Lstat(absl::StrCat(EntryDir(id), "/", name), &lease).ok()) {
-        return;
-      }
+    const EntryPaths paths = PathsOf(id);
+    for (const std::string &path :
+         {paths.lease(),
+          absl::StrCat(paths.records_dir, "/", kLegacyLeaseFileName)}) {
+      if (env_.Lstat(path, &lease).ok()) return;
     }
     if (env_.Now() - absl::TimeFromTimespec(st.st_mtim) < grace) return;
   }
@@ -411,8 +440,9 @@ absl::StatusOr<std::string> Store::MoveFileToQuarantine(
 }
 
 void Store::QuarantinePlanted(const EntryKey &id) {
-  for (absl::string_view name : {kKeyInputsFileName, kLogName}) {
-    const std::string path = absl::StrCat(EntryDir(id), "/", name);
+  const EntryPaths paths = PathsOf(id);
+  for (absl::string_view name : {paths.key_inputs_name, paths.log_name}) {
+    const std::string path = absl::StrCat(paths.records_dir, "/", name);
     struct stat st;
     if (!env_.Lstat(path, &st).ok() || S_ISREG(st.st_mode)) continue;
     const std::string reason =

@@ -159,6 +159,27 @@ struct EntryState {
   std::vector<TempFile> temp_files;
 };
 
+// Where one entry's files are. This is the seam where TorchNeuron's layout
+// (store/layout.h, issue 27) replaces libneuronxla's, in which every file is
+// in the entry directory; in TorchNeuron's the artifact is in the shard
+// directory and the records in "{key}.neffd/" beside it. Temp files are
+// written in the directory of the file they become.
+struct EntryPaths {
+  std::string artifact_dir;  // the artifact and its temp files
+  std::string artifact_name;
+  std::string records_dir;  // done, log, key inputs, lease
+  std::string done_name;
+  std::string log_name;
+  std::string key_inputs_name;
+  std::string lease_name;
+
+  std::string artifact() const { return artifact_dir + "/" + artifact_name; }
+  std::string done() const { return records_dir + "/" + done_name; }
+  std::string log() const { return records_dir + "/" + log_name; }
+  std::string key_inputs() const { return records_dir + "/" + key_inputs_name; }
+  std::string lease() const { return records_dir + "/" + lease_name; }
+};
+
 struct PublishResult {
   StoredEntry stored;
   bool already_cached = false;
@@ -180,6 +201,7 @@ class Store {
   Namespace ns() const { return options_.ns; }
   std::string EntryDir(const EntryKey &id) const;
   std::string ArtifactPath(const EntryKey &id) const;
+  EntryPaths PathsOf(const EntryKey &id) const;
 
   // The hit path: true if model.done exists and the artifact still has the
   // identity that was verified. Two stats, no reads.

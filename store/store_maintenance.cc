@@ -62,11 +62,13 @@ absl::Status Store::ForEachEntry(
 
 EntryState Store::Inspect(const EntryKey &id) const {
   EntryState state;
-  const std::string dir = EntryDir(id);
+  // libneuronxla's layout: one directory holds the artifact and records.
+  const EntryPaths paths = PathsOf(id);
+  const std::string &dir = paths.records_dir;
   struct stat st;
   if (!env_.Lstat(dir, &st).ok() || !S_ISDIR(st.st_mode)) return state;
   state.exists = true;
-  const std::string artifact(ArtifactName());
+  const std::string &artifact = paths.artifact_name;
   for (const std::string &name : ListDir(env_, dir)) {
     if (!env_.Lstat(absl::StrCat(dir, "/", name), &st).ok()) continue;
     const absl::Time mtime = absl::TimeFromTimespec(st.st_mtim);
@@ -74,10 +76,10 @@ EntryState Store::Inspect(const EntryKey &id) const {
       state.has_artifact = true;
       state.artifact_size = st.st_size;
       state.artifact_mtime = mtime;
-    } else if (name == "model.done") {
+    } else if (name == paths.done_name) {
       state.has_done = true;
       state.done_mtime = mtime;
-    } else if (name == "model.log") {
+    } else if (name == paths.log_name) {
       state.has_log = true;
     } else if (name == "model.hlo.pb" || name == "compile_flags.txt") {
       state.legacy_inputs = true;
@@ -164,7 +166,7 @@ absl::Status Store::RemoveLockFile(const EntryKey &id,
     return absl::InvalidArgumentError(
         absl::StrCat(name, " is not a lock file"));
   }
-  const std::string path = absl::StrCat(EntryDir(id), "/", name);
+  const std::string path = absl::StrCat(PathsOf(id).records_dir, "/", name);
   const std::string doomed =
       absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
   if (absl::Status s = env_.Rename(path, doomed); !s.ok()) return s;

@@ -83,6 +83,13 @@ TEST_F(StoreTest, PublishWritesTheLibneuronxlaLayoutAndFindVerifiesIt) {
   EXPECT_NE(ReadAll(dir + "/model.done").find(Sha256Hex("neff-bytes")),
             std::string::npos);
   EXPECT_EQ(put->stored.entry.path(), dir + "/model.neff");
+  // Every file of the entry is named through PathsOf (the layout seam).
+  const EntryPaths paths = store_->PathsOf(id_);
+  EXPECT_EQ(paths.artifact(), dir + "/model.neff");
+  EXPECT_EQ(paths.done(), dir + "/model.done");
+  EXPECT_EQ(paths.log(), dir + "/model.log");
+  EXPECT_EQ(paths.key_inputs(), dir + "/" + kKeyInputsFileName);
+  EXPECT_EQ(paths.lease(), dir + "/" + kLeaseFileName);
 
   absl::StatusOr<StoredEntry> found = store_->Find(id_);
   ASSERT_TRUE(found.ok()) << found.status();

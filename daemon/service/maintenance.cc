@@ -107,7 +107,7 @@ int64_t CompileMs(Catalog& catalog, Store& store, const EntryKey& id) {
   }
   if (value.empty()) {
     absl::StatusOr<std::string> text =
-        ReadSmallFile(absl::StrCat(store.EntryDir(id), "/model.done"), 1 << 20);
+        ReadSmallFile(store.PathsOf(id).done(), 1 << 20);
     absl::StatusOr<v1::DoneRecord> done =
         text.ok() ? ParseDoneRecord(*text) : text.status();
     if (done.ok()) {
