@@ -6,6 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "allocator/memory_stats.h"
+#include "allocator/segment_pool.h"
+#include "allocator/segment_provider.h"
 #include "client/cache_client.h"
 #include "client/torchneuron_key.h"
 
@@ -13,9 +16,17 @@ struct neff_client {
   std::unique_ptr<neffd::CacheClient> impl;
 };
 
+// A NeuronSegmentPool over its own provider.
+struct neff_pool {
+  explicit neff_pool(size_t capacity) : provider(capacity) {}
+  neffd::allocator::HostMemoryProvider provider;
+  std::unique_ptr<neffd::allocator::NeuronSegmentPool> impl;
+};
+
 namespace {
 
 thread_local std::string last_error;
+thread_local neffd::CompileFailure last_failure;
 
 // What a C compile callback reported, beyond its return code.
 struct JobState {
@@ -29,6 +40,8 @@ neff_status Fail(neff_status status, const absl::Status& why) {
 
 neff_status FromStatus(const absl::Status& status) {
   if (status.ok()) return NEFF_OK;
+  last_failure =
+      neffd::GetCompileFailure(status).value_or(neffd::CompileFailure{});
   if (absl::IsInvalidArgument(status)) {
     return Fail(NEFF_INVALID_ARGUMENT, status);
   }
@@ -50,6 +63,34 @@ bool Missing(const void* p, const char* what, neff_status* status) {
   *status = Fail(NEFF_INVALID_ARGUMENT,
                  absl::InvalidArgumentError(std::string(what) + ": is NULL"));
   return true;
+}
+
+neff_status NewPool(size_t capacity, neff_pool** out) {
+  auto pool = std::make_unique<neff_pool>(capacity);
+  absl::StatusOr<std::unique_ptr<neffd::allocator::NeuronSegmentPool>> made =
+      neffd::allocator::NeuronSegmentPool::CreateFromEnvironment(
+          &pool->provider);
+  if (!made.ok()) return FromStatus(made.status());
+  pool->impl = *std::move(made);
+  *out = pool.release();
+  return NEFF_OK;
+}
+
+// The process's pool (or why it could not be made); never destroyed.
+const absl::StatusOr<neff_pool*>& DefaultPool() {
+  static const auto* pool = [] {
+    neff_pool* made = nullptr;
+    const neff_status status =
+        NewPool(neffd::allocator::HostMemoryProvider::kUnlimited, &made);
+    return new absl::StatusOr<neff_pool*>(
+        status == NEFF_OK ? absl::StatusOr<neff_pool*>(made)
+                          : absl::InvalidArgumentError(last_error));
+  }();
+  return *pool;
+}
+
+std::vector<std::pair<std::string, int64_t>> PoolStats(const neff_pool* pool) {
+  return neffd::allocator::MemoryStatsToDict(pool->impl->GetStats());
 }
 
 }  // namespace
@@ -80,6 +121,13 @@ neff_status neff_client_new_tls(const char* address, const char* tls_ca,
       neffd::CacheClient::FromEnvironment(OrEmpty(address), tls);
   if (!client.ok()) return FromStatus(client.status());
   *out = new neff_client{*std::move(client)};
+  // As the Python module: the allocator table reports the default pool
+  // until neff_client_attach_pool names another.
+  (*out)->impl->SetAllocatorStats([] {
+    const absl::StatusOr<neff_pool*>& pool = DefaultPool();
+    return pool.ok() ? PoolStats(*pool)
+                     : std::vector<std::pair<std::string, int64_t>>();
+  });
   return NEFF_OK;
 }
 
@@ -174,6 +222,110 @@ neff_status neff_get_or_compile(neff_client* client, const char* ns,
 }
 
 const char* neff_last_error(void) { return last_error.c_str(); }
+
+const char* neff_last_failure_log(void) { return last_failure.log.c_str(); }
+
+int64_t neff_last_failure_retry_after_ms(void) {
+  return last_failure.retry_after == absl::InfinitePast()
+             ? 0
+             : absl::ToUnixMillis(last_failure.retry_after);
+}
+
+const char* neff_last_failure_workdir(void) {
+  return last_failure.workdir.c_str();
+}
+
+neff_status neff_client_counters(const neff_client* client,
+                                 neff_counters* out) {
+  neff_status status;
+  if (Missing(client, "client", &status) || Missing(out, "out", &status)) {
+    return status;
+  }
+  const neffd::CacheCounters c = client->impl->counters();
+  *out = neff_counters{
+      c.lookups,         c.hits,      c.waits,    c.wait_seconds,  c.compiles,
+      c.compile_seconds, c.fallbacks, c.failures, c.lock_timeouts, c.uncached};
+  return NEFF_OK;
+}
+
+neff_status neff_client_write_metrics(neff_client* client) {
+  neff_status status;
+  if (Missing(client, "client", &status)) return status;
+  return FromStatus(client->impl->WriteMetrics());
+}
+
+neff_status neff_pool_new(size_t capacity_bytes, neff_pool** out) {
+  neff_status status;
+  if (Missing(out, "out", &status)) return status;
+  *out = nullptr;
+  return NewPool(capacity_bytes == 0
+                     ? neffd::allocator::HostMemoryProvider::kUnlimited
+                     : capacity_bytes,
+                 out);
+}
+
+neff_status neff_default_pool(neff_pool** out) {
+  neff_status status;
+  if (Missing(out, "out", &status)) return status;
+  const absl::StatusOr<neff_pool*>& pool = DefaultPool();
+  if (!pool.ok()) return FromStatus(pool.status());
+  *out = *pool;
+  return NEFF_OK;
+}
+
+void neff_pool_free(neff_pool* pool) {
+  const absl::StatusOr<neff_pool*>& default_pool = DefaultPool();
+  if (default_pool.ok() && *default_pool == pool) return;
+  delete pool;
+}
+
+neff_status neff_pool_allocate(neff_pool* pool, size_t bytes, void** out) {
+  neff_status status;
+  if (Missing(pool, "pool", &status) || Missing(out, "out", &status)) {
+    return status;
+  }
+  absl::StatusOr<neffd::allocator::Allocation> a = pool->impl->Allocate(bytes);
+  if (!a.ok()) return FromStatus(a.status());
+  *out = a->ptr;
+  return NEFF_OK;
+}
+
+neff_status neff_pool_release(neff_pool* pool, void* ptr) {
+  neff_status status;
+  if (Missing(pool, "pool", &status)) return status;
+  return FromStatus(pool->impl->Free(ptr));
+}
+
+neff_status neff_pool_empty_cache(neff_pool* pool, size_t* released_bytes) {
+  neff_status status;
+  if (Missing(pool, "pool", &status)) return status;
+  const size_t released = pool->impl->EmptyCache();
+  if (released_bytes != nullptr) *released_bytes = released;
+  return NEFF_OK;
+}
+
+neff_status neff_pool_memory_stats(const neff_pool* pool, char** text_out) {
+  neff_status status;
+  if (Missing(pool, "pool", &status) ||
+      Missing(text_out, "text_out", &status)) {
+    return status;
+  }
+  std::string text;
+  for (const auto& [name, value] : PoolStats(pool)) {
+    text += name + " " + std::to_string(value) + "\n";
+  }
+  *text_out = Dup(text);
+  return NEFF_OK;
+}
+
+void neff_pool_reset_peak_memory_stats(neff_pool* pool) {
+  if (pool != nullptr) pool->impl->ResetPeakStats();
+}
+
+void neff_client_attach_pool(neff_client* client, neff_pool* pool) {
+  if (client == nullptr || pool == nullptr) return;
+  client->impl->SetAllocatorStats([pool] { return PoolStats(pool); });
+}
 
 void neff_free(void* p) { std::free(p); }
 

@@ -118,6 +118,58 @@ neff_status neff_get_or_compile(neff_client* client, const char* ns,
 /* This thread's message for the last call that failed. */
 const char* neff_last_error(void);
 
+/* What this thread's last NEFF_COMPILE_FAILED carried: the compiler's log,
+ * when the key is compiled again (unix milliseconds; 0 if unknown), and this
+ * rank's kept working directory ("" for a rank that only waited). All empty
+ * when the thread's last failed call failed otherwise. */
+const char* neff_last_failure_log(void);
+int64_t neff_last_failure_retry_after_ms(void);
+const char* neff_last_failure_workdir(void);
+
+/* This client's counters since it was made (client/metrics.h). */
+typedef struct neff_counters {
+  uint64_t lookups;
+  uint64_t hits;
+  uint64_t waits;
+  double wait_seconds;
+  uint64_t compiles;
+  double compile_seconds;
+  uint64_t fallbacks;
+  uint64_t failures;
+  uint64_t lock_timeouts;
+  uint64_t uncached;
+} neff_counters;
+neff_status neff_client_counters(const neff_client* client, neff_counters* out);
+
+/* Writes this rank's metric tables now (TORCH_NEURONX_ENABLED_METRIC_TABLES
+ * into TORCH_NEURONX_METRICS_DIR). */
+neff_status neff_client_write_metrics(neff_client* client);
+
+/* --- The segment allocator (allocator/segment_pool.h) ---
+ *
+ * A caching pool configured by TORCH_NEURONX_SEGMENT_ALLOCATOR_CONFIG, over
+ * host memory here (NRT's device memory on a NeuronCore). Thread-safe. */
+typedef struct neff_pool neff_pool;
+
+/* A pool of at most `capacity_bytes` (0: unlimited). NEFF_INVALID_ARGUMENT
+ * when the allocator's configuration is bad. */
+neff_status neff_pool_new(size_t capacity_bytes, neff_pool** out);
+/* The process's pool, made on first use and never freed. */
+neff_status neff_default_pool(neff_pool** out);
+/* Frees a pool from neff_pool_new (never the default pool). */
+void neff_pool_free(neff_pool* pool);
+neff_status neff_pool_allocate(neff_pool* pool, size_t bytes, void** out);
+neff_status neff_pool_release(neff_pool* pool, void* ptr);
+/* Returns cached segments to the device; *released_bytes if not NULL. */
+neff_status neff_pool_empty_cache(neff_pool* pool, size_t* released_bytes);
+/* torch.cuda.memory_stats()-style statistics, one "name value" per line. */
+neff_status neff_pool_memory_stats(const neff_pool* pool, char** text_out);
+void neff_pool_reset_peak_memory_stats(neff_pool* pool);
+/* Reports `pool`'s statistics in the client's "allocator" metric table
+ * (default: the default pool's, made when the table is first written). The
+ * pool must outlive the client. */
+void neff_client_attach_pool(neff_client* client, neff_pool* pool);
+
 void neff_free(void* p);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "config/flags.h"
+#include "config/version.h"
 #include "daemon/log/log.h"
 #include "daemon/remote/remote_layout.h"
 #include "daemon/remote/s3_client.h"
@@ -329,7 +330,8 @@ int ReportError(int code, absl::string_view message) {
 
 std::string NeffdHelp() {
   return absl::StrCat(
-      "usage: neffd [flags]: serve the per-host NEFF/HLO compile cache\n\n"
+      "usage: neffd [flags]: serve the per-host NEFF/HLO compile cache\n"
+      "       neffd --version\n\n"
       "Durations are seconds (30, 0.5) or 30s, 5m, 1h; sizes are bytes.\n"
       "Flags:\n",
       config::FlagsHelp("daemon/", VariableOf));
@@ -341,6 +343,10 @@ void ParseFlagsOrExit(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);
   if (config::AsksForHelp(args)) {
     std::fputs(NeffdHelp().c_str(), stdout);
+    std::exit(0);
+  }
+  if (config::AsksForVersion(args)) {
+    std::puts(config::VersionLine("neffd").c_str());
     std::exit(0);
   }
   const std::vector<std::string> errors = config::CheckFlags(args);

@@ -14,7 +14,7 @@
 #include "daemon/flags.h"
 #include "daemon/log/log.h"
 #include "daemon/service/daemon.h"
-#include "systemd/sd-daemon.h"
+#include "daemon/service/sd_notify.h"
 
 namespace neffd {
 
@@ -69,7 +69,7 @@ void AnnounceStarted(const Daemon& daemon, const DaemonOptions& options) {
   log::Info("started", {{"address", options.address},
                         {"cache_dir", options.neff_cache_dir},
                         {"local_dir", options.local_dir}});
-  sd_notify(0, "READY=1\nSTATUS=serving");
+  NotifySystemd("READY=1\nSTATUS=serving");
 }
 
 // Serves until SIGTERM or SIGINT, reloading on SIGHUP; returns the signal.
@@ -114,7 +114,7 @@ int Main(int argc, char** argv) {
   AnnounceStarted(**daemon, options);
 
   const int signal_number = ServeUntilStopped(**daemon, stop, env);
-  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  NotifySystemd("STOPPING=1\nSTATUS=draining");
   log::Warning("draining",
                {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
   (*daemon)->Shutdown();

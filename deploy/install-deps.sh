@@ -8,7 +8,7 @@ set -euo pipefail
 PACKAGES=(
   bazel-bootstrap g++ pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  grpc-proto libabsl-dev librocksdb-dev libssl-dev libsystemd-dev
+  grpc-proto libabsl-dev librocksdb-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev pybind11-dev
   clang-format faketime
@@ -16,7 +16,8 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev openssl
   gnuplot-nox strace
   libcurl4-openssl-dev libexpat1-dev libinih-dev
-  libxxhash-dev xxhash
+  libgflags-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev patchelf
+  libxxhash-dev xxhash pypy3
   curl time
 )
 

@@ -13,14 +13,22 @@
 # Ends by printing the line a job's environment needs. The service needs
 # root; --client-only needs only a writable prefix. Idempotent. Checks that
 # every built file is there before installing any.
+# --from installs a release (deploy/package.sh's tarball) instead of
+# building: no Bazel, no compiler, and no Python module (the release has
+# none); the unit, env file and docs are the release's own.
 #   deploy/install.sh [--no-build] [--no-start] [--client-only] [--prefix DIR]
 #                     [--python-dir DIR] [--bin-dir DIR (default bazel-bin)]
+#                     [--from neffd-VERSION-linux-x86_64.tar.gz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 start=1 service=1 prefix=/usr/local bin=bazel-bin python_dir=
+build=1 start=1 service=1 prefix=/usr/local bin=bazel-bin python_dir= from=
 while (($#)); do
   case "$1" in
+    --from)
+      (($# >= 2)) || { echo "install.sh: --from needs a tarball" >&2; exit 2; }
+      from=$(realpath -m -- "$2") build=0
+      shift ;;
     --no-build) build=0 ;;
     --no-start) start=0 ;;
     --client-only) service=0 ;;
@@ -35,10 +43,32 @@ if ((service && EUID != 0)); then
   echo "install.sh: run as root (it installs a systemd unit and a group)" >&2
   exit 2
 fi
+module=neffclient.cpython-311-x86_64-linux-gnu.so
+# Where each file comes from: bazel-bin and this checkout, or the release.
+neffd_bin=$bin/daemon/neffd neffctl_bin=$bin/client/neffctl
+neffcc_bin=$bin/client/neffcc lib=$bin/client/shared/libneffclient.so
+header=client/neffclient.h module_file=$bin/client/python/$module
+if [[ -n "$from" ]]; then
+  if [[ ! -f "$from" ]]; then
+    echo "install.sh: --from $from: no such file" >&2
+    exit 2
+  fi
+  unpacked=$(mktemp -d)
+  trap 'rm -rf "$unpacked"' EXIT
+  if ! tar -xzf "$from" -C "$unpacked" 2>/dev/null ||
+      [[ ! -f $(echo "$unpacked"/neffd-*/VERSION) ]]; then
+    echo "install.sh: $from is not a neffd release tarball" >&2
+    exit 2
+  fi
+  cd "$unpacked"/neffd-*
+  neffd_bin=bin/neffd neffctl_bin=bin/neffctl neffcc_bin=bin/neffcc
+  lib=lib/libneffclient.so header=include/neffclient.h module_file=
+  portable_module=lib/python/neffclient.py
+fi
 # The module is built for Debian's python3.11; install it where that
 # interpreter looks (/usr/local/lib/python3.11/dist-packages), whatever
 # python3 comes first on PATH.
-if [[ -z "$python_dir" ]]; then
+if [[ -z "$python_dir" && -n "$module_file" ]]; then
   python_dir=$(/usr/bin/python3 -c \
     'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 fi
@@ -50,26 +80,39 @@ if ((build)); then
   bash deploy/install-deps.sh
   bazel build -c opt "${targets[@]}"
 fi
-module=neffclient.cpython-311-x86_64-linux-gnu.so
-files=(client/neffctl client/neffcc client/shared/libneffclient.so
-  "client/python/$module")
-((service)) && files+=(daemon/neffd)
+files=("$neffctl_bin" "$neffcc_bin" "$lib" ${module_file:+"$module_file"})
+((service)) && files+=("$neffd_bin")
 for f in "${files[@]}"; do
-  if [[ ! -f "$bin/$f" ]]; then
-    echo "install.sh: $bin/$f is missing; build it (bazel build -c opt" \
-      "${targets[*]}) or drop --no-build" >&2
+  if [[ ! -f "$f" ]]; then
+    if [[ -n "$from" ]]; then
+      echo "install.sh: the release $from lacks $f" >&2
+    else
+      echo "install.sh: $f is missing; build it (bazel build -c opt" \
+        "${targets[*]}) or drop --no-build" >&2
+    fi
     exit 1
   fi
 done
 
-install -D -m 0755 "$bin/client/neffctl" "$prefix/bin/neffctl"
-install -D -m 0755 "$bin/client/neffcc" "$prefix/bin/neffcc"
+install -D -m 0755 "$neffctl_bin" "$prefix/bin/neffctl"
+install -D -m 0755 "$neffcc_bin" "$prefix/bin/neffcc"
 install -d -m 0755 "$prefix/lib/neffd/bin"
 ln -sfn "$prefix/bin/neffcc" "$prefix/lib/neffd/bin/neuronx-cc"
-install -D -m 0755 "$bin/client/shared/libneffclient.so" \
-  "$prefix/lib/libneffclient.so"
-install -D -m 0644 client/neffclient.h "$prefix/include/neffclient.h"
-install -D -m 0644 "$bin/client/python/$module" "$python_dir/$module"
+install -D -m 0755 "$lib" "$prefix/lib/libneffclient.so"
+# A release's libneffclient.so finds its bundled libraries through its rpath,
+# $ORIGIN/neffd (deploy/package.sh).
+if [[ -n "$from" ]] && compgen -G "lib/neffd/*.so*" >/dev/null; then
+  install -m 0644 lib/neffd/*.so* "$prefix/lib/neffd/"
+fi
+install -D -m 0644 "$header" "$prefix/include/neffclient.h"
+if [[ -n "$module_file" ]]; then
+  install -D -m 0644 "$module_file" "$python_dir/$module"
+fi
+# A release's Python module is the portable one, beside the library it
+# loads (../libneffclient.so): jobs add {prefix}/lib/python to PYTHONPATH.
+if [[ -n "${portable_module:-}" ]]; then
+  install -D -m 0644 "$portable_module" "$prefix/lib/python/neffclient.py"
+fi
 install -D -m 0644 docs/INTEGRATION.md "$prefix/share/doc/neffd/INTEGRATION.md"
 if [[ "$prefix" == /usr/local ]] && command -v ldconfig >/dev/null; then
   ldconfig
@@ -81,13 +124,8 @@ if ((!service)); then
   exit 0
 fi
 
-install -D -m 0755 "$bin/daemon/neffd" "$prefix/bin/neffd"
+install -D -m 0755 "$neffd_bin" "$prefix/bin/neffd"
 install -D -m 0644 docs/OPERATIONS.md "$prefix/share/doc/neffd/OPERATIONS.md"
-
-getent group neuron >/dev/null || groupadd --system neuron
-getent passwd neffd >/dev/null ||
-  useradd --system --gid neuron --home-dir /var/lib/neffd \
-    --shell /usr/sbin/nologin --comment "neffd compile cache" neffd
 
 install -D -m 0644 deploy/tmpfiles.d/neffd.conf /usr/lib/tmpfiles.d/neffd.conf
 install -d -m 0755 /etc/neffd
@@ -95,24 +133,8 @@ install -d -m 0755 /etc/neffd
 sed "s|/usr/local/bin/neffd|$prefix/bin/neffd|" deploy/neffd.service \
   >/etc/systemd/system/neffd.service
 
-# ProtectSystem=strict: the cache dirs named in neffd.env must be writable.
-dropin=/etc/systemd/system/neffd.service.d
-install -d -m 0755 "$dropin"
-{
-  echo "# Written by deploy/install.sh from /etc/neffd/neffd.env."
-  echo "[Service]"
-  for var in TORCH_NEURONX_NEFF_CACHE_DIR TORCH_NEURONX_HLO_CACHE_DIR; do
-    dir=$(sed -n "s/^$var=//p" /etc/neffd/neffd.env | tail -1 | tr -d '"')
-    if [[ -n "$dir" ]]; then
-      mkdir -p "$dir" && chgrp neuron "$dir" && chmod 2775 "$dir"
-      echo "ReadWritePaths=-$dir"
-    fi
-  done
-} >"$dropin/paths.conf"
-
-if command -v systemd-tmpfiles >/dev/null; then
-  systemd-tmpfiles --create /usr/lib/tmpfiles.d/neffd.conf
-fi
+# The group, the user, the cache dirs' drop-in, the tmpfiles.d directories.
+bash deploy/service-setup.sh
 systemd-analyze verify /etc/systemd/system/neffd.service
 if ((start)); then
   systemctl daemon-reload

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -187,6 +188,16 @@ class PosixEnv : public Env {
                  [&] { return statvfs(path.c_str(), out); });
   }
 
+  absl::StatusOr<int64_t> FilesystemType(const std::string &path) override {
+    struct statfs fs;
+    if (absl::Status s = Check({FsOp::kStatFs, path},
+                               [&] { return statfs(path.c_str(), &fs); });
+        !s.ok()) {
+      return s;
+    }
+    return static_cast<int64_t>(fs.f_type);
+  }
+
   absl::Time Now() override { return absl::Now(); }
 
   absl::Duration MonotonicNow() override {
@@ -299,6 +310,11 @@ absl::Status EnvWrapper::TryLock(int fd, absl::string_view name) {
 absl::Status EnvWrapper::StatFs(const std::string &path, struct statvfs *out) {
   if (absl::Status s = BeforeCall({FsOp::kStatFs, path}); !s.ok()) return s;
   return target_->StatFs(path, out);
+}
+
+absl::StatusOr<int64_t> EnvWrapper::FilesystemType(const std::string &path) {
+  if (absl::Status s = BeforeCall({FsOp::kStatFs, path}); !s.ok()) return s;
+  return target_->FilesystemType(path);
 }
 
 }  // namespace neffd

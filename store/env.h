@@ -26,6 +26,7 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,9 @@ class Env {
   // file description holds it. Released when the descriptor is closed.
   virtual absl::Status TryLock(int fd, absl::string_view name) = 0;
   virtual absl::Status StatFs(const std::string &path, struct statvfs *out) = 0;
+  // statfs(2)'s f_type for `path`'s filesystem (NFS_SUPER_MAGIC, ...): what
+  // kind of filesystem it is, which statvfs does not say.
+  virtual absl::StatusOr<int64_t> FilesystemType(const std::string &path) = 0;
 
   // --- Clock ---
 
@@ -166,6 +170,7 @@ class EnvWrapper : public Env {
   absl::Status Chmod(int fd, absl::string_view name, mode_t mode) override;
   absl::Status TryLock(int fd, absl::string_view name) override;
   absl::Status StatFs(const std::string &path, struct statvfs *out) override;
+  absl::StatusOr<int64_t> FilesystemType(const std::string &path) override;
 
   absl::Time Now() override { return target_->Now(); }
   absl::Duration MonotonicNow() override { return target_->MonotonicNow(); }

@@ -266,4 +266,32 @@ absl::Status ReadOptionFiles(std::initializer_list<OptionFile> files) {
   return absl::OkStatus();
 }
 
+absl::Status CheckLocalFilesystem(const std::string &path, Env *env) {
+  // statfs(2)'s magic numbers (linux/magic.h; Lustre's from its source).
+  constexpr int64_t kNfs = 0x6969;
+  constexpr int64_t kLustre = 0x0BD00BD0;
+  constexpr int64_t kSmb = 0x517B;
+  constexpr int64_t kCifs = 0xFF534D42;
+  constexpr int64_t kSmb2 = 0xFE534D42;
+  absl::StatusOr<int64_t> type = env->FilesystemType(path);
+  if (!type.ok()) return type.status();
+  const char *kind = nullptr;
+  switch (*type) {
+    case kNfs:
+      kind = "nfs";
+      break;
+    case kLustre:
+      kind = "lustre";
+      break;
+    case kSmb:
+    case kCifs:
+    case kSmb2:
+      kind = "smb";
+      break;
+  }
+  if (kind == nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, " is on ", kind, ", a network filesystem"));
+}
+
 }  // namespace neffd

@@ -152,6 +152,13 @@ absl::StatusOr<std::string> MoveToQuarantine(const std::string &quarantine_dir,
 // failure is returned.
 absl::Status RemoveTree(const std::string &path, Env *env = Env::Default());
 
+// OK if `path` is on a local filesystem; FailedPrecondition naming the kind
+// ("nfs", "lustre", "smb") if it is on a network one, whose flock(2) the
+// host-local locks cannot rely on; NotFound (or another errno status) naming
+// `path` if it cannot be looked at.
+absl::Status CheckLocalFilesystem(const std::string &path,
+                                  Env *env = Env::Default());
+
 }  // namespace neffd
 
 #endif  // NEFFD_STORE_FILE_UTIL_H_

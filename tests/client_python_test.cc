@@ -1,8 +1,10 @@
-// The Python module against a real neffd: 32 Python rank processes
-// (examples/rank_sim.py under the system python3, importing the
-// //client/python:neffclient extension) ask for 16 graphs each in their own
-// order; exactly 16 compiles, identical files, no errors. The module's
-// surface, and its mutual TLS options against a daemon on TCP.
+// The Python modules against a real neffd, each test once per module and
+// interpreter: the pybind11 extension under the system python3, and the
+// portable ctypes module (client/python/portable, over libneffclient.so)
+// under python3 and under PyPy. 32 Python rank processes
+// (examples/rank_sim.py) ask for 16 graphs each in their own order: exactly
+// 16 compiles, identical files, no errors. The module's surface, and its
+// mutual TLS options against a daemon on TCP.
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,29 +21,59 @@ namespace {
 constexpr int kRanks = 32;
 constexpr int kGraphs = 16;
 
-std::string ModuleDir() {
-  const std::string so =
-      Runfile("client/python/neffclient.cpython-311-x86_64-linux-gnu.so");
-  return so.substr(0, so.rfind('/'));
+// One way a rank runs the client from Python.
+struct PythonSetup {
+  const char* name;
+  const char* interpreter;
+  bool portable;  // the ctypes module; else the pybind11 extension
+};
+
+std::string Dir(const std::string& runfile) {
+  const std::string path = Runfile(runfile);
+  return path.substr(0, path.rfind('/'));
 }
 
-// `env` plus what the system python3 needs to load the module when it was
-// built with sanitizers.
-std::vector<std::string> PythonEnv(std::vector<std::string> env) {
-  for (std::string& e : SanitizerPreloadEnv()) env.push_back(std::move(e));
-  return env;
-}
+class ClientPythonTest : public ::testing::TestWithParam<PythonSetup> {
+ protected:
+  std::string interpreter() const { return GetParam().interpreter; }
 
-TEST(ClientPythonTest, ThirtyTwoPythonRanksCompileSixteenKeysOnce) {
+  // `env` plus the module's path, and what the interpreter needs to load
+  // the module when it was built with sanitizers.
+  std::vector<std::string> PythonEnv(std::vector<std::string> env) const {
+    if (GetParam().portable) {
+      env.push_back("PYTHONPATH=" +
+                    Dir("client/python/portable/neffclient.py"));
+      env.push_back("NEFFCLIENT_LIBRARY=" +
+                    Runfile("client/shared/libneffclient.so"));
+    } else {
+      env.push_back(
+          "PYTHONPATH=" +
+          Dir("client/python/neffclient.cpython-311-x86_64-linux-gnu.so"));
+    }
+    for (std::string& e : SanitizerPreloadEnv()) env.push_back(std::move(e));
+    return env;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Modules, ClientPythonTest,
+    ::testing::Values(PythonSetup{"pybind11", "/usr/bin/python3", false},
+                      PythonSetup{"ctypes", "/usr/bin/python3", true},
+                      PythonSetup{"ctypes_pypy", "/usr/bin/pypy3", true}),
+    [](const ::testing::TestParamInfo<PythonSetup>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST_P(ClientPythonTest, ThirtyTwoPythonRanksCompileSixteenKeysOnce) {
   const std::string root = NewTempDir("python_ranks");
   DaemonProcess daemon(root);
   ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
   RankFleet fleet(root, daemon.address());
   fleet.Start(kRanks,
-              {"/usr/bin/python3", Runfile("examples/rank_sim.py"),
+              {interpreter(), Runfile("examples/rank_sim.py"),
                "--compile_log=" + fleet.compile_log(),
                absl::StrCat("--graphs=", kGraphs), "--compile_ms=300"},
-              PythonEnv({"PYTHONPATH=" + ModuleDir()}));
+              PythonEnv({}));
   std::vector<RankReport> reports = fleet.WaitAll();
   ExpectRanksAgree(reports, kGraphs);
   EXPECT_EQ(fleet.Compiles().size(), static_cast<size_t>(kGraphs));
@@ -50,7 +82,7 @@ TEST(ClientPythonTest, ThirtyTwoPythonRanksCompileSixteenKeysOnce) {
 
 // The module's surface: lookup, derive_key, torchneuron_key, errors as
 // exceptions, and the allocator's statistics.
-TEST(ClientPythonTest, ModuleApi) {
+TEST_P(ClientPythonTest, ModuleApi) {
   const std::string root = NewTempDir("python_api");
   DaemonProcess daemon(root);
   ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
@@ -110,9 +142,8 @@ print("PASS")
   const std::string path = root + "/api.py";
   WriteFile(path, script);
   CommandResult run = RunCommand(
-      {"/usr/bin/python3", path},
-      PythonEnv({"PYTHONPATH=" + ModuleDir(),
-                 "NEFFD_ADDRESS=" + daemon.address(),
+      {interpreter(), path},
+      PythonEnv({"NEFFD_ADDRESS=" + daemon.address(),
                  "TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/neff",
                  "TORCH_NEURONX_HLO_CACHE_DIR=" + root + "/hlo",
                  "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root + "/local",
@@ -136,7 +167,7 @@ print("PASS")
 // does what the C++ client does (a warning, no TLS, refused, the cache
 // directories: a miss for the daemon's entry); a file it cannot read is a
 // ValueError naming it.
-TEST(ClientPythonTest, MutualTlsOptions) {
+TEST_P(ClientPythonTest, MutualTlsOptions) {
   const std::string root = NewTempDir("python_tls");
   MakeTestCertificates(root);
   const int port = 20000 + (getpid() + 7) % 30000;
@@ -169,10 +200,9 @@ print("PASS")
   const std::string path = root + "/tls.py";
   WriteFile(path, script);
   CommandResult run = RunCommand(
-      {"/usr/bin/python3", path, root, absl::StrCat("127.0.0.1:", port)},
+      {interpreter(), path, root, absl::StrCat("127.0.0.1:", port)},
       PythonEnv(
-          {"PYTHONPATH=" + ModuleDir(),
-           "TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/fallback/neff",
+          {"TORCH_NEURONX_NEFF_CACHE_DIR=" + root + "/fallback/neff",
            "TORCH_NEURONX_HLO_CACHE_DIR=" + root + "/fallback/hlo",
            "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root + "/fallback/local",
            "TORCH_NEURONX_DEBUG_DIR=" + root + "/fallback/debug"}));

@@ -1,6 +1,7 @@
 // The command lines of the real binaries: `neffd --help` and `neffctl
 // --help` are complete and exit 0, a bad flag value is one line naming the
-// flag and exit 2, and durations are taken in both forms operators type.
+// flag and exit 2, durations are taken in both forms operators type, and
+// each binary's version is the VERSION file's.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "config/version.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
@@ -26,6 +28,11 @@ CommandResult Neffd(std::vector<std::string> args) {
 
 CommandResult Neffctl(std::vector<std::string> args) {
   args.insert(args.begin(), Runfile("client/neffctl"));
+  return RunCommand(args);
+}
+
+CommandResult Neffcc(std::vector<std::string> args) {
+  args.insert(args.begin(), Runfile("client/neffcc"));
   return RunCommand(args);
 }
 
@@ -128,6 +135,20 @@ TEST(NeffctlCommandLineTest, HelpListsCommandsAndTheirOptions) {
   EXPECT_TRUE(absl::StrContains(unknown.err, "no command 'nosuchcmd'"))
       << unknown.err;
   EXPECT_EQ(Lines(unknown.err), 1) << unknown.err;
+}
+
+// neffcc's is --neffcc-version: `neuronx-cc --version` is the real
+// compiler's.
+TEST(CommandLineTest, VersionIsTheVersionFile) {
+  for (auto [name, result] :
+       {std::pair{"neffd", Neffd({"--version"})},
+        std::pair{"neffctl", Neffctl({"--version"})},
+        std::pair{"neffcc", Neffcc({"--neffcc-version"})}}) {
+    EXPECT_EQ(result.exit_code, 0) << name << ": " << result.err;
+    EXPECT_EQ(result.out, absl::StrCat(name, " ", config::Version(), "\n"));
+  }
+  EXPECT_TRUE(absl::StrContains(Neffd({"--help"}).out, "neffd --version"));
+  EXPECT_TRUE(absl::StrContains(Neffctl({"--help"}).out, "neffctl --version"));
 }
 
 }  // namespace

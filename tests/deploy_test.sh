@@ -5,7 +5,8 @@
 # `install.sh --client-only` into a scratch prefix lays out what a job needs
 # (neffcc and its masquerade directory, libneffclient.so + neffclient.h, the
 # Python module, the PATH line), or refuses in one line when a built file is
-# missing.
+# missing; `install.sh --from` installs a release tarball's client files and
+# refuses a file that is not one.
 set -euo pipefail
 runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 tmp="${TEST_TMPDIR}/deploy"
@@ -29,6 +30,8 @@ done
 
 bash -n "$runfiles/deploy/install.sh"
 bash -n "$runfiles/deploy/install-deps.sh"
+bash -n "$runfiles/deploy/package.sh"
+bash -n "$runfiles/deploy/service-setup.sh"
 # systemd's EnvironmentFile syntax is a subset of shell assignments.
 ( set -a; . "$runfiles/deploy/neffd.env"; [[ -n "$NEFFD_FLAGS" ]] )
 
@@ -98,4 +101,33 @@ where=$(env ${preload:+LD_PRELOAD=$preload} \
   { echo "import neffclient found '$where'"; exit 1; }
 # Idempotent: a second run over the first succeeds.
 install_client "$prefix" >/dev/null
+
+# --from installs a release tarball's files (deploy/package.sh's layout; the
+# release itself is tests/release_test.sh's), and refuses anything else in
+# one line with exit 2.
+release="$tmp/release/neffd-9.9"
+mkdir -p "$release"/{bin,lib/python,include,docs}
+echo 9.9 >"$release/VERSION"
+cp "$runfiles/client/neffctl" "$runfiles/client/neffcc" "$release/bin/"
+cp "$runfiles/client/shared/libneffclient.so" "$release/lib/"
+cp "$runfiles/client/neffclient.h" "$release/include/"
+cp "$runfiles/client/python/portable/neffclient.py" "$release/lib/python/"
+cp "$runfiles/docs/INTEGRATION.md" "$release/docs/"
+tar -czf "$tmp/release.tar.gz" -C "$tmp/release" neffd-9.9
+from_prefix="$tmp/from"
+bash "$runfiles/deploy/install.sh" --from "$tmp/release.tar.gz" \
+  --client-only --prefix "$from_prefix" >/dev/null
+for f in bin/neffcc bin/neffctl lib/libneffclient.so include/neffclient.h \
+    lib/python/neffclient.py share/doc/neffd/INTEGRATION.md; do
+  [[ -f "$from_prefix/$f" ]] || { echo "install.sh --from did not install $f"; exit 1; }
+done
+# The release's module is the portable one: no pybind11 module.
+[[ ! -e "$from_prefix/py" ]] || { echo "install.sh --from installed a module"; exit 1; }
+for bad in "$tmp/no-such.tar.gz" "$runfiles/deploy/neffd.env"; do
+  rc=0
+  out=$(bash "$runfiles/deploy/install.sh" --from "$bad" --client-only \
+    --prefix "$tmp/bad" 2>&1) || rc=$?
+  [[ $rc -eq 2 && "$out" != *$'\n'* && ! -e "$tmp/bad" ]] ||
+    { echo "install.sh --from $bad: exit $rc, said: $out"; exit 1; }
+done
 echo PASS

@@ -3,23 +3,35 @@
 //
 //   fake_neuronx_cc --version
 //       NeuronX Compiler version 2.19.8089.0+8ab9f450
-//   fake_neuronx_cc compile --target=trn1 --framework=XLA INPUT
+//   fake_neuronx_cc [--target=trn1] compile --framework=XLA INPUT
 //       --output OUT [--logfile F] [--workdir D] [--verbose=35] [-O2] ...
 //
-// A compile writes OUT: FAKE_NEURONX_CC_NEFF_BYTES (default 4096) bytes
-// derived only from the input's bytes and the flags that change code (every
-// flag but --output, --logfile, --workdir and --verbose), so two compiles of
-// the same graph give the same NEFF and -O2 gives another. It prints
-// "Compiler status PASS" last, like the real one. Controlled by the
-// environment:
-//   FAKE_NEURONX_CC_RUNS      a file that gets one line per compile (counted
-//                             by the tests; one O_APPEND write each)
-//   FAKE_NEURONX_CC_SLEEP_MS  how long a compile takes
-//   FAKE_NEURONX_CC_CRASH     if set, the compile kills itself (SIGKILL)
+// Options may stand before or after the subcommand, as "--opt value" or
+// "--opt=value"; "-O N", "-ON" and "--optlevel N" are one setting, as are
+// "--lnc N" and "--logical-nc-config N"; "--pipeline" takes every value up to
+// the next option. A compile writes OUT: FAKE_NEURONX_CC_NEFF_BYTES (default
+// 4096) bytes derived only from the input's bytes and the settings that
+// change code (every option but --output, --logfile, --workdir and
+// --verbose, in any order), so two compiles of the same graph give the same
+// NEFF and -O2 gives another. With --enable-internal-neff-wrapper it also
+// writes wrapped_neff.hlo into its working directory (bytes of its own, also
+// derived from the input and settings). It prints "Compiler status PASS"
+// last, like the real one. Controlled by the environment:
+//   FAKE_NEURONX_CC_RUNS        a file that gets one line per compile
+//                               (counted by the tests; one O_APPEND write)
+//   FAKE_NEURONX_CC_SLEEP_MS    how long a compile takes
+//   FAKE_NEURONX_CC_CRASH       if set, the compile kills itself (SIGKILL)
+//   FAKE_NEURONX_CC_NO_VERDICT  if set, the compile prints "Killed" on
+//                               stderr and exits 137 without a verdict (what
+//                               a shell reports for an OOM-killed child)
+//   FAKE_NEURONX_CC_TEMP_DIR    if set, a successful compile also leaves a
+//                               directory "neuroncc_temps" in its working
+//                               directory (a result neffcc cannot capture)
 // An input containing FAIL_THIS_GRAPH fails: an error on stderr, "Compiler
 // status ERROR" on stdout, exit 70.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -44,11 +57,71 @@ bool HasPrefix(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-bool IsUnkeyed(const std::string& flag) {
-  for (const char* name : {"--output", "--logfile", "--workdir", "--verbose"}) {
-    if (flag == name || HasPrefix(flag, std::string(name) + "=")) return true;
+bool IsUnkeyed(const std::string& name) {
+  return name == "--output" || name == "--logfile" || name == "--workdir" ||
+         name == "--verbose";
+}
+
+bool TakesValue(const std::string& name) {
+  for (const char* n :
+       {"--output", "--logfile", "--workdir", "--verbose", "--target",
+        "--framework", "--optlevel", "-O", "--lnc", "--logical-nc-config",
+        "--model-type", "--auto-cast", "--auto-cast-type"}) {
+    if (name == n) return true;
   }
   return false;
+}
+
+std::string Canonical(const std::string& name) {
+  if (name == "-O") return "--optlevel";
+  if (name == "--logical-nc-config") return "--lnc";
+  return name;
+}
+
+struct Command {
+  bool compile = false;
+  std::string input, output, logfile;
+  bool wrapper = false;
+  std::set<std::string> code_settings;  // "name=value", in any order
+};
+
+// The compiler's own reading of its arguments (independent of neffcc's).
+Command Parse(const std::vector<std::string>& args) {
+  Command c;
+  bool after_subcommand = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.empty() || arg[0] != '-') {
+      if (!after_subcommand) {
+        c.compile = arg == "compile";
+        after_subcommand = true;
+      } else {
+        c.input = arg;
+      }
+      continue;
+    }
+    std::string name = arg, value;
+    const size_t eq = arg.find('=');
+    if (HasPrefix(arg, "--") && eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else if (HasPrefix(arg, "-O") && arg.size() > 2) {
+      name = "-O";
+      value = arg.substr(2);
+    } else if (TakesValue(name) && i + 1 < args.size()) {
+      value = args[++i];
+    } else if (name == "--pipeline") {
+      while (i + 1 < args.size() && args[i + 1][0] != '-') {
+        value += (value.empty() ? "" : " ") + args[++i];
+      }
+    }
+    name = Canonical(name);
+    if (name == "--output") c.output = value;
+    if (name == "--logfile") c.logfile = value;
+    if (name == "--enable-internal-neff-wrapper") c.wrapper = true;
+    if (!IsUnkeyed(name)) c.code_settings.insert(name + "=" + value);
+  }
+  return c;
 }
 
 // splitmix64: deterministic bytes from a seed, fast enough for 512 MiB.
@@ -65,24 +138,12 @@ std::string NeffBytes(const std::string& seed_hex, size_t size) {
   return out;
 }
 
-int Compile(const std::vector<std::string>& args) {
-  std::string input, output, logfile, code_flags;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    const bool spaced = (arg == "--output" || arg == "--logfile" ||
-                         arg == "--workdir" || arg == "--verbose") &&
-                        i + 1 < args.size();
-    const std::string value =
-        spaced ? args[i + 1] : arg.substr(arg.find('=') + 1);
-    if (arg == "--output" || HasPrefix(arg, "--output=")) output = value;
-    if (arg == "--logfile" || HasPrefix(arg, "--logfile=")) logfile = value;
-    if (spaced) {
-      ++i;
-    } else if (arg[0] != '-') {
-      input = arg;
-    } else if (!IsUnkeyed(arg)) {
-      code_flags += arg + " ";
-    }
+int Compile(const Command& command) {
+  const std::string& input = command.input;
+  const std::string& output = command.output;
+  std::string code_flags;
+  for (const std::string& setting : command.code_settings) {
+    code_flags += setting + " ";
   }
   if (input.empty() || output.empty()) {
     std::fprintf(stderr, "ERROR: usage: compile INPUT --output OUT\n");
@@ -105,6 +166,10 @@ int Compile(const std::vector<std::string>& args) {
   std::printf("Compiling %s\n", input.c_str());
   std::fflush(stdout);
   if (std::getenv("FAKE_NEURONX_CC_CRASH") != nullptr) raise(SIGKILL);
+  if (std::getenv("FAKE_NEURONX_CC_NO_VERDICT") != nullptr) {
+    std::fprintf(stderr, "Killed\n");
+    return 137;
+  }
   if (const char* ms = std::getenv("FAKE_NEURONX_CC_SLEEP_MS")) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
   }
@@ -124,7 +189,18 @@ int Compile(const std::vector<std::string>& args) {
     std::fprintf(stderr, "ERROR: cannot write %s\n", output.c_str());
     return 1;
   }
-  if (!logfile.empty()) std::ofstream(logfile) << "compiled " << input << "\n";
+  if (std::getenv("FAKE_NEURONX_CC_TEMP_DIR") != nullptr) {
+    mkdir("neuroncc_temps", 0755);
+  }
+  if (command.wrapper) {
+    const std::string wrapped = NeffBytes(
+        neffd::Sha256Hex("wrapper\n" + bytes.str() + "\nflags:" + code_flags),
+        1000);
+    std::ofstream("wrapped_neff.hlo", std::ios::binary) << wrapped;
+  }
+  if (!command.logfile.empty()) {
+    std::ofstream(command.logfile) << "compiled " << input << "\n";
+  }
   std::printf("Compiler status PASS\n");
   return 0;
 }
@@ -141,7 +217,8 @@ int main(int argc, char** argv) {
     std::printf("NeuronX Compiler version 2.19.8089.0+8ab9f450\n");
     return 0;
   }
-  if (args[0] == "compile") return Compile(args);
+  const Command command = Parse(args);
+  if (command.compile) return Compile(command);
   std::printf("fake neuronx-cc: %s\n", args[0].c_str());
   return 0;
 }

@@ -4,10 +4,7 @@
 // compiles), and a real neffd from the harness serves the cache. Calls are
 // made the way libneuronxla makes them, each in its own work directory.
 #include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -16,126 +13,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "client/explain.h"
 #include "gtest/gtest.h"
-#include "tests/harness/cluster.h"
-#include "tests/harness/process.h"
+#include "tests/neffcc_fixture.h"
 
 namespace neffd::test_support {
 namespace {
-
-constexpr char kVersionDir[] = "neuronxcc-2.19.8089.0+8ab9f450";
-
-std::string LastLine(const std::string& text) {
-  std::vector<std::string> lines =
-      absl::StrSplit(text, '\n', absl::SkipEmpty());
-  return lines.empty() ? "" : lines.back();
-}
-
-class NeffccTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    root_ = NewTempDir(
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    for (const char* dir : {"/mask", "/real", "/work"}) {
-      ASSERT_EQ(mkdir((root_ + dir).c_str(), 0755), 0);
-    }
-    ASSERT_EQ(symlink(Runfile("client/neffcc").c_str(),
-                      (root_ + "/mask/neuronx-cc").c_str()),
-              0);
-    ASSERT_EQ(symlink(Runfile("tests/fake_neuronx_cc").c_str(),
-                      (root_ + "/real/neuronx-cc").c_str()),
-              0);
-    daemon_ = std::make_unique<DaemonProcess>(root_);
-    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
-  }
-
-  // A rank's environment: the masquerade first on PATH, then the compiler;
-  // `more` adds or replaces variables.
-  std::vector<std::string> Env(std::vector<std::string> more = {}) const {
-    std::vector<std::string> env = {
-        absl::StrCat("PATH=", root_, "/mask:", root_, "/real:/usr/bin:/bin"),
-        "NEFFD_ADDRESS=" + daemon_->address(),
-        "TORCH_NEURONX_NEFF_CACHE_DIR=" + root_ + "/neff",
-        "TORCH_NEURONX_HLO_CACHE_DIR=" + root_ + "/hlo",
-        "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR=" + root_ + "/local",
-        "TORCH_NEURONX_DEBUG_DIR=" + root_ + "/debug",
-        "FAKE_NEURONX_CC_RUNS=" + runs_file(),
-    };
-    for (std::string& entry : more) {
-      const std::string name = entry.substr(0, entry.find('=') + 1);
-      auto same = std::find_if(env.begin(), env.end(), [&](const auto& e) {
-        return absl::StartsWith(e, name);
-      });
-      if (same != env.end()) env.erase(same);
-      env.push_back(std::move(entry));
-    }
-    return env;
-  }
-
-  // libneuronxla's layout: a fresh work directory per compile, the graph in
-  // model.MODULE_<hash>+<flagshash>.hlo_module.pb.
-  struct Call {
-    std::string input;
-    std::string output;
-  };
-  Call NewCall(const std::string& graph) {
-    const std::string dir =
-        absl::StrCat(root_, "/work/", ++calls_, "-", rand());
-    EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
-    Call call{dir + "/model.MODULE_" + graph + "+4fd1c.hlo_module.pb",
-              dir + "/model.MODULE_" + graph + "+4fd1c.neff"};
-    WriteFile(call.input, absl::StrCat("HloModule ", graph, "\n"));
-    return call;
-  }
-
-  std::vector<std::string> Argv(const Call& call,
-                                std::vector<std::string> extra = {}) const {
-    std::vector<std::string> argv = {root_ + "/mask/neuronx-cc",
-                                     "compile",
-                                     "--target=trn1",
-                                     "--framework=XLA",
-                                     call.input,
-                                     "--output",
-                                     call.output,
-                                     "--verbose=35"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return argv;
-  }
-
-  // What the compiler itself makes of `call` (run directly, not counted).
-  std::string Reference(const Call& call, std::vector<std::string> extra = {}) {
-    const std::string out = call.output + ".reference";
-    std::vector<std::string> argv = {Runfile("tests/fake_neuronx_cc"),
-                                     "compile",
-                                     "--target=trn1",
-                                     "--framework=XLA",
-                                     call.input,
-                                     "--output",
-                                     out};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    CommandResult r = RunCommand(argv, {"FAKE_NEURONX_CC_RUNS=/dev/null"});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return ReadFile(out);
-  }
-
-  // The caller got its own regular file with the compiler's bytes.
-  void ExpectOwnNeff(const Call& call, const std::string& expected) {
-    struct stat st;
-    ASSERT_EQ(lstat(call.output.c_str(), &st), 0) << call.output;
-    EXPECT_TRUE(S_ISREG(st.st_mode)) << call.output << " is not a file";
-    EXPECT_EQ(st.st_nlink, 1u) << call.output << " is linked";
-    EXPECT_TRUE(ReadFile(call.output) == expected) << call.output;
-  }
-
-  int Runs() const { return ReadLines(runs_file()).size(); }
-  std::string runs_file() const { return root_ + "/runs.txt"; }
-
-  std::string root_;
-  int calls_ = 0;
-  std::unique_ptr<DaemonProcess> daemon_;
-};
 
 TEST_F(NeffccTest, TwentyFourCallsOverThreeGraphsCompileThreeTimes) {
   const std::vector<std::string> graphs = {"1111", "2222", "3333"};
@@ -165,7 +48,7 @@ TEST_F(NeffccTest, TwentyFourCallsOverThreeGraphsCompileThreeTimes) {
         ReadFile(entry.path().string() + "/compile_flags.json"));
     ASSERT_TRUE(record.ok()) << entry.path();
     EXPECT_EQ(absl::StrJoin(record->flags(), " "),
-              "--target=trn1 --framework=XLA");
+              "--framework=XLA --target=trn1");
     EXPECT_EQ(record->platform_target(), "trn1");
     EXPECT_EQ(record->input_size(), 15u);  // "HloModule 1111\n"
     ++records;
@@ -185,7 +68,7 @@ TEST_F(NeffccTest, ACodeFlagCompilesAnewAndExplainNamesIt) {
   EXPECT_TRUE(absl::StrContains(second.err, "same input cached as"))
       << second.err;
   EXPECT_TRUE(absl::StrContains(
-      second.err, "flags differing: (none) (cached) vs -O2 (now)"))
+      second.err, "flags differing: (none) (cached) vs --optlevel=2 (now)"))
       << second.err;
   ExpectOwnNeff(optimized, Reference(optimized, {"-O2"}));
   EXPECT_FALSE(ReadFile(optimized.output) == ReadFile(plain.output));
@@ -237,20 +120,26 @@ TEST_F(NeffccTest, SwitchesAndPassThrough) {
       << refused.err;
   EXPECT_EQ(Runs(), 0);
 
-  // Disabled: the real compiler, every time.
-  for (int i = 0; i < 2; ++i) {
-    CommandResult disabled = RunCommand(Argv(call), Env({"NEFFD_DISABLE=1"}));
-    EXPECT_EQ(disabled.exit_code, 0) << disabled.err;
+  // Disabled, by neffd's switch or the spec's: the real compiler, every
+  // time, and nothing published.
+  for (const char* off :
+       {"NEFFD_DISABLE=1", "TORCH_NEURONX_NEFF_DISABLE_CACHE=1"}) {
+    for (int i = 0; i < 2; ++i) {
+      CommandResult disabled = RunCommand(Argv(call), Env({off}));
+      EXPECT_EQ(disabled.exit_code, 0) << disabled.err;
+      EXPECT_EQ(disabled.err, "");
+    }
   }
-  EXPECT_EQ(Runs(), 2);
+  EXPECT_EQ(Runs(), 4);
   ExpectOwnNeff(call, Reference(call));
+  EXPECT_EQ(RunCommand(Argv(call), Env({"NEFFD_NO_COMPILE=1"})).exit_code, 75);
 
   // Cached now: NEFFD_NO_COMPILE=1 is a hit.
   ASSERT_EQ(RunCommand(Argv(call), Env()).exit_code, 0);
   CommandResult hit =
       RunCommand(Argv(NewCall("7777")), Env({"NEFFD_NO_COMPILE=1"}));
   EXPECT_EQ(hit.exit_code, 0) << hit.err;
-  EXPECT_EQ(Runs(), 3);
+  EXPECT_EQ(Runs(), 5);
 
   CommandResult version =
       RunCommand({root_ + "/mask/neuronx-cc", "--version"}, Env());
@@ -289,7 +178,7 @@ TEST_F(NeffccTest, WithoutTheDaemonEightCallsCompileOnce) {
   CommandResult optimized =
       RunCommand(Argv(NewCall("8888"), {"-O2"}), Env({"NEFFD_EXPLAIN=1"}));
   EXPECT_EQ(optimized.exit_code, 0) << optimized.err;
-  EXPECT_TRUE(absl::StrContains(optimized.err, "vs -O2 (now)"))
+  EXPECT_TRUE(absl::StrContains(optimized.err, "vs --optlevel=2 (now)"))
       << optimized.err;
 }
 

@@ -22,6 +22,13 @@
 #                                               test; a test tagged no_asan
 #                                               would run in the plain build
 #                                               instead: none is)
+#   R. deploy/package.sh, then               (the release, issue 31: an
+#      tests/release_test.sh                   optimised static build in its
+#                                               own output base, its ELF
+#                                               linkage, and its binaries
+#                                               serving in a chroot of glibc
+#                                               and the allowed sonames; one
+#                                               case per check)
 #   2. bazel test --config=tsan $TSAN_TESTS    (ThreadSanitizer, the tests
 #                                               whose threads or processes
 #                                               race on purpose)
@@ -36,7 +43,7 @@
 #   tests/run_all.sh --long   the long variants: fault tests with
 #                             NEFFD_FAULTS_LONG=1 (20 kill iterations)
 # NEFFD_ASAN=0 runs stage 1 in the plain build instead (a quicker local run);
-# NEFFD_TSAN=0 and NEFFD_FUZZ=0 skip stages 2 and 3.
+# NEFFD_RELEASE=0, NEFFD_TSAN=0 and NEFFD_FUZZ=0 skip stages R, 2 and 3.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh || exit 1
@@ -150,6 +157,26 @@ fi
 python3 tests/faults/report.py \
   "$(bazel info "${figures[@]}" bazel-testlogs 2>/dev/null)"
 stage "tests (asan=${NEFFD_ASAN:-1})"
+if [ "${NEFFD_RELEASE:-1}" = 1 ]; then
+  release_line=
+  if bash deploy/package.sh; then
+    version=$(tr -d '[:space:]' <VERSION)
+    release_log=$(mktemp)
+    bash tests/release_test.sh "dist/neffd-$version-linux-x86_64.tar.gz" \
+      "dist/neffd_${version}_amd64.deb" | tee "$release_log"
+    release_line=$(tail -1 "$release_log")
+    rm -f "$release_log"
+  else
+    echo "run_all: deploy/package.sh failed"
+  fi
+  read -r passed failed skipped < <(echo "$release_line" | sed -n \
+    's/^release: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p')
+  total_passed=$((total_passed + ${passed:-0}))
+  total_failed=$((total_failed + ${failed:-1}))
+  total_skipped=$((total_skipped + ${skipped:-0}))
+  [ "${failed:-1}" -eq 0 ] || overall=1
+  stage release
+fi
 if [ "${NEFFD_TSAN:-1}" = 1 ]; then
   run_tests tsan "set(${TSAN_TESTS[*]})" "${TSAN_TESTS[@]}"
   stage tsan

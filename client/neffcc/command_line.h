@@ -10,22 +10,34 @@
 //    ARGS...", used as the real compiler).
 //
 // 2. Whether the arguments are a compile neffcc can cache, and what goes into
-//    its key (ParseCompile). Only "compile" with exactly one input file is
-//    cached. The key's flags are every argument except the subcommand, the
-//    input path and the flags that only say where to write or how loud to be
-//    (kUnkeyedFlags, each with its value, in the "--f=v" and "--f v" forms).
-//    Flags keep their order; a flag known to take a value (kValueFlags) given
-//    as "--f v" is keyed as "--f=v", so both spellings give one key. Unknown
-//    flags are keyed too: "--unknown v" is read as a flag with a value when
-//    another argument is clearly the input, and as a bare flag when "v" is
-//    the only candidate for the input. A command line where the input cannot
-//    be told apart is not cached (ccache's "unsupported option": the real
-//    compiler runs unchanged).
+//    its key (ParseCompile). The arguments are read the way neuronx-cc's own
+//    parser (Python argparse) reads them:
+//      - options may come before the subcommand ("--target=trn1 compile
+//        --framework XLA IN --output OUT", libneuronxla's form) or after it;
+//      - "--opt value" and "--opt=value" are one option; a known option takes
+//        the number of values its table entry says (kOptions): none, one, or
+//        every following argument up to the next option ("--pipeline compile
+//        SaveTemps");
+//      - "-O N", "-ON", "--optlevel N" and "--optlevel=N" are one setting, as
+//        are "--lnc N" and "--logical-nc-config N";
+//      - an unknown "--opt v" reads v as the option's value when another
+//        argument is clearly the input, and as the input when v is the only
+//        candidate.
+//    The key's flags are every option in canonical form ("--name=value" or
+//    "--name"), sorted by name (options with one name keep their order), so
+//    the order of distinct options never matters, as it does not to the
+//    compiler. Options that only say where to write or how loud to be
+//    (Keyed::kNo: --output, --logfile, --workdir, --verbose) are left out.
+//    Only "compile" with exactly one input and an --output is cached; a
+//    compile that is not gets FailedPrecondition with the one-line reason
+//    neffcc prints before it runs the real compiler unchanged (ccache's
+//    "unsupported option").
 //
 // Thread-safe (pure functions).
 #ifndef NEFFD_CLIENT_NEFFCC_COMMAND_LINE_H_
 #define NEFFD_CLIENT_NEFFCC_COMMAND_LINE_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -37,32 +49,6 @@ namespace neffd::neffcc {
 
 // The name neffcc answers to, and looks for on PATH.
 inline constexpr char kCompilerName[] = "neuronx-cc";
-
-// Not part of the key: they name where the compiler writes, or set how much
-// it says.
-inline constexpr absl::string_view kUnkeyedFlags[] = {"--output", "--logfile",
-                                                      "--workdir", "--verbose"};
-
-// neuronx-cc compile options that take a value (neuronx-cc compile --help).
-inline constexpr absl::string_view kValueFlags[] = {
-    "--output",
-    "--logfile",
-    "--workdir",
-    "--verbose",
-    "--target",
-    "--framework",
-    "--model-type",
-    "--auto-cast",
-    "--auto-cast-type",
-    "--distribution-strategy",
-    "--logical-nc-config",
-    "--lnc",
-    "--optlevel",
-    "--pipeline",
-    "--tensorizer-options",
-    "--internal-hlo2tensorizer-options",
-    "--internal-backend-options",
-};
 
 struct NeffccArgs {
   // Empty: find the real compiler (NEFFD_REAL_COMPILER, else PATH). Else the
@@ -76,22 +62,44 @@ struct NeffccArgs {
 // name without a compiler ("neffcc" alone, "neffcc gcc ...").
 absl::StatusOr<NeffccArgs> ParseNeffccArgs(absl::Span<const std::string> argv);
 
+// Where in the arguments a path is: args[index].substr(offset).
+struct ArgPath {
+  size_t index = 0;
+  size_t offset = 0;
+};
+
 struct CompileCommand {
   std::string input;   // as given (relative to the working directory)
   std::string output;  // --output's value
   std::string target;  // --target's value; empty if not given
-  // The keyed flags, canonical: "--f=v" or a bare flag, in order.
+  // The keyed flags, canonical and sorted (see the file comment).
   std::vector<std::string> key_flags;
+  // The values of keyed options, as given: a value that names a file makes
+  // the key miss that file's bytes (the flow refuses such a call).
+  std::vector<std::string> keyed_values;
+  bool wants_wrapper = false;  // --enable-internal-neff-wrapper
+  ArgPath input_at;
+  ArgPath output_at;
+  // --logfile's and --workdir's values: paths the compiler writes to.
+  std::vector<ArgPath> written_paths;
 };
 
 // The compile `args` (compiler_args) ask for. FailedPrecondition naming the
-// reason when they are not a compile neffcc caches (another subcommand, no
-// --output, no or several inputs).
+// reason when they are not a compile neffcc caches: "not a compile" for
+// another subcommand or none (the caller says nothing then), else a reason
+// for the user (no --output, no or several inputs, --help, SaveTemps).
 absl::StatusOr<CompileCommand> ParseCompile(absl::Span<const std::string> args);
 
-// `args` with --output's value (either form) replaced by `output`.
-std::vector<std::string> WithOutput(absl::Span<const std::string> args,
-                                    absl::string_view output);
+// True for ParseCompile's "not a compile" (nothing to report).
+bool IsNotACompile(const absl::Status& status);
+
+// `args` as the compiler is run by neffcc: --output's value replaced by
+// `output`, and the input's and the written paths' values made absolute
+// against `cwd` when relative (the compiler runs in a directory of its own).
+std::vector<std::string> RunnableArgs(absl::Span<const std::string> args,
+                                      const CompileCommand& command,
+                                      absl::string_view output,
+                                      absl::string_view cwd);
 
 }  // namespace neffd::neffcc
 

@@ -2,13 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "client/explain.h"
 #include "client/neffcc/cached_inputs.h"
+#include "client/neffcc/outputs.h"
 #include "client/neffcc/real_compiler.h"
 #include "store/digest.h"
 #include "store/file_util.h"
@@ -36,6 +37,25 @@ void PrintError(absl::string_view message) {
                message.data());
 }
 
+std::string CurrentDir() {
+  char buffer[PATH_MAX];
+  return getcwd(buffer, sizeof(buffer)) == nullptr ? "." : buffer;
+}
+
+// A keyed option whose value names a file: the key would hold the name, not
+// the bytes, so a changed file would hit a stale NEFF.
+absl::Status CheckNoFileValues(const CompileCommand& command) {
+  for (const std::string& value : command.keyed_values) {
+    struct stat st;
+    if (!value.empty() && stat(value.c_str(), &st) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the option value '", value,
+                       "' names a file whose bytes would not be in the key"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadInput(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream bytes;
@@ -46,43 +66,88 @@ absl::StatusOr<std::string> ReadInput(const std::string& path) {
   return bytes.str();
 }
 
-// Writes `source`'s bytes to `target` as a new file of its own: a reflink
-// where the filesystem shares extents (FICLONE), else a kernel copy. Built
-// beside the target and renamed over it, so nobody sees a partial NEFF.
-absl::Status PlaceOutput(const std::string& source, const std::string& target) {
-  UniqueFd in(open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in.valid()) return absl::ErrnoToStatus(errno, "opening " + source);
-  const size_t slash = target.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : target.substr(0, slash);
-  const std::string temp = absl::StrCat(
-      dir, "/",
-      UniqueTempName(
-          slash == std::string::npos ? target : target.substr(slash + 1),
-          "neffcc"));
-  UniqueFd out(open(temp.c_str(),
-                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    0666));
-  if (!out.valid()) return absl::ErrnoToStatus(errno, "writing " + target);
-  if (ioctl(out.get(), FICLONE, in.get()) != 0) {
-    absl::StatusOr<uint64_t> copied =
-        CopyFileContents(in.get(), out.get(), source);
-    if (!copied.ok()) {
-      unlink(temp.c_str());
-      return copied.status();
-    }
+// The compiler's result, for the caller alone (it could not be cached):
+// every file where the compiler would have written it.
+absl::Status DeliverUncached(const std::string& neff,
+                             const std::string& cwd_dir,
+                             const std::string& out_dir,
+                             const CompileFlowOptions& options) {
+  if (absl::Status s = PlaceFile(neff, options.command.output); !s.ok()) {
+    return s;
   }
-  if (rename(temp.c_str(), target.c_str()) != 0) {
-    const int err = errno;
-    unlink(temp.c_str());
-    return absl::ErrnoToStatus(err, "writing " + target);
+  const std::string output_dir = DirName(options.command.output);
+  for (const auto& [from, to] :
+       {std::pair{cwd_dir, CurrentDir()}, std::pair{out_dir, output_dir}}) {
+    std::error_code error;
+    for (const auto& e : std::filesystem::directory_iterator(from, error)) {
+      const std::string target =
+          absl::StrCat(to, "/", e.path().filename().string());
+      if (e.path() == neff) continue;
+      if (rename(e.path().c_str(), target.c_str()) != 0) {
+        return absl::ErrnoToStatus(errno, "moving " + e.path().string());
+      }
+    }
   }
   return absl::OkStatus();
 }
 
+// Runs the compiler in {workdir}/cwd with --output in {workdir}/out, so that
+// everything it writes is this call's (client/neffcc/outputs.h), and leaves
+// the artifact at job.output_path. A result that cannot be captured is
+// placed for the caller, `uncaptured` says why, and the compile is
+// Cancelled (nothing published or recorded).
+CompileResult CompileInPrivateDirs(const CompileFlowOptions& options,
+                                   const CompileJob& job, int& compiler_status,
+                                   std::string& uncaptured) {
+  const std::string cwd_dir = job.workdir + "/cwd";
+  const std::string out_dir = job.workdir + "/out";
+  const std::string output_name = BaseName(options.command.output);
+  for (const std::string& dir : {cwd_dir, out_dir}) {
+    if (absl::Status s = RemoveTree(dir); !s.ok() && !absl::IsNotFound(s)) {
+      return CompileResult::Cancelled(s.ToString());
+    }
+    if (absl::Status s = MakeDirs(dir); !s.ok()) {
+      return CompileResult::Cancelled(s.ToString());
+    }
+  }
+  const std::string neff = out_dir + "/" + output_name;
+  std::vector<std::string> argv = {options.compiler};
+  for (std::string& arg : RunnableArgs(options.compiler_args, options.command,
+                                       neff, CurrentDir())) {
+    argv.push_back(std::move(arg));
+  }
+  absl::StatusOr<CompilerRun> run =
+      RunCompiler(argv, /*pass_through=*/true, cwd_dir);
+  if (!run.ok()) return CompileResult::Cancelled(run.status().ToString());
+  compiler_status = run->wait_status;
+  CompileResult verdict = Verdict(run->wait_status, run->output);
+  // The compiler's own log goes where it would have, result or not.
+  for (absl::string_view log : kCompilerLogs) {
+    const std::string path = absl::StrCat(cwd_dir, "/", log);
+    if (access(path.c_str(), F_OK) == 0) {
+      (void)PlaceFile(path, absl::StrCat(CurrentDir(), "/", log));
+    }
+  }
+  if (verdict.kind != CompileResult::Kind::kOk) return verdict;
+  absl::StatusOr<std::vector<SideOutput>> sides =
+      CollectSideOutputs(cwd_dir, out_dir, output_name);
+  if (sides.ok()) {
+    absl::Status written = WriteArtifact(neff, *sides, job.output_path);
+    if (written.ok()) return verdict;
+    sides = written;
+  }
+  uncaptured = std::string(sides.status().message());
+  if (absl::Status s = DeliverUncached(neff, cwd_dir, out_dir, options);
+      !s.ok()) {
+    uncaptured = absl::StrCat(uncaptured, "; ", s.message());
+  }
+  return CompileResult::Cancelled(uncaptured);
+}
+
 int Delivered(const CacheResult& result, const CompileFlowOptions& options,
               bool compiled_here) {
-  if (absl::Status s = PlaceOutput(result.path, options.command.output);
+  if (absl::Status s =
+          PlaceResult(result.path, options.command.output, CurrentDir());
       !s.ok()) {
     PrintError(s.message());
     return kExitNeffccError;
@@ -116,21 +181,6 @@ int ReportRecordedFailure(const absl::Status& status) {
   return ExitStatusOfFailureLog(log);
 }
 
-v1::KeyInputsRecord MakeRecord(absl::string_view input,
-                               const std::string& platform_target,
-                               const CompileFlowOptions& options) {
-  v1::KeyInputsRecord record;
-  record.set_input_sha256(Sha256Hex(input));
-  record.set_input_size(input.size());
-  for (const std::string& flag : options.command.key_flags) {
-    record.add_flags(flag);
-  }
-  record.set_compiler_version(options.compiler_version);
-  record.set_platform_target(platform_target);
-  for (const std::string& arg : options.invocation) record.add_invocation(arg);
-  return record;
-}
-
 // So `neffctl why` can explain a key that is not cached (yet). Best effort.
 void WriteMissRecord(const CacheClientOptions& client, absl::string_view key,
                      const std::string& json) {
@@ -142,6 +192,44 @@ void WriteMissRecord(const CacheClientOptions& client, absl::string_view key,
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> DeriveCompileKey(const CacheClient& client,
+                                             const CompileCommand& command,
+                                             absl::string_view input,
+                                             const std::string& version) {
+  return client.DeriveKey(input, absl::StrJoin(command.key_flags, " "), version,
+                          command.target);
+}
+
+v1::KeyInputsRecord MakeKeyInputs(const CacheClient& client,
+                                  const CompileCommand& command,
+                                  absl::string_view input,
+                                  const std::string& version,
+                                  const std::vector<std::string>& invocation) {
+  v1::KeyInputsRecord record;
+  record.set_input_sha256(Sha256Hex(input));
+  record.set_input_size(input.size());
+  for (const std::string& flag : command.key_flags) record.add_flags(flag);
+  record.set_compiler_version(version);
+  record.set_platform_target(command.target.empty()
+                                 ? client.options().platform_target
+                                 : command.target);
+  for (const std::string& arg : invocation) record.add_invocation(arg);
+  return record;
+}
+
+CompileResult Verdict(int wait_status, const std::string& output) {
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) != 0) {
+    if (!absl::StrContains(output, kErrorVerdict)) {
+      return CompileResult::Cancelled(
+          absl::StrCat("the compiler exited ", WEXITSTATUS(wait_status),
+                       " without its verdict (", kErrorVerdict, ")"));
+    }
+    return CompileResult::CompilerError(
+        absl::StrCat(kExitStatusLine, WEXITSTATUS(wait_status), "\n", output));
+  }
+  return CompileResult::FromWaitStatus(wait_status, output);
+}
 
 int ExitStatusOfFailureLog(absl::string_view log) {
   int status = 1;
@@ -155,11 +243,11 @@ int ExitStatusOfFailureLog(absl::string_view log) {
 
 absl::StatusOr<int> RunCachedCompile(CacheClient& client,
                                      const CompileFlowOptions& options) {
+  if (absl::Status s = CheckNoFileValues(options.command); !s.ok()) return s;
   absl::StatusOr<std::string> input = ReadInput(options.command.input);
   if (!input.ok()) return input.status();
-  const std::string flags = absl::StrJoin(options.command.key_flags, " ");
-  absl::StatusOr<std::string> key = client.DeriveKey(
-      *input, flags, options.compiler_version, options.command.target);
+  absl::StatusOr<std::string> key = DeriveCompileKey(
+      client, options.command, *input, options.compiler_version);
   if (!key.ok()) return key.status();
   absl::StatusOr<std::optional<CacheResult>> found =
       client.Lookup(kNamespace, options.compiler_version, *key);
@@ -171,10 +259,9 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
   }
   if (found->has_value()) return Delivered(**found, options, false);
 
-  const std::string target = options.command.target.empty()
-                                 ? client.options().platform_target
-                                 : options.command.target;
-  const v1::KeyInputsRecord record = MakeRecord(*input, target, options);
+  const v1::KeyInputsRecord record =
+      MakeKeyInputs(client, options.command, *input, options.compiler_version,
+                    options.invocation);
   input->clear();
   input->shrink_to_fit();  // the compiler may need the memory
   if (options.explain || options.no_compile) {
@@ -193,27 +280,20 @@ absl::StatusOr<int> RunCachedCompile(CacheClient& client,
 
   bool compiled_here = false;
   int compiler_status = 0;
+  std::string uncaptured;  // why the compiler's result could not be cached
   auto compile = [&](const CompileJob& job) {
     compiled_here = true;
-    std::vector<std::string> argv = {options.compiler};
-    for (std::string& arg :
-         WithOutput(options.compiler_args, job.output_path)) {
-      argv.push_back(std::move(arg));
-    }
-    absl::StatusOr<CompilerRun> run = RunCompiler(argv, /*pass_through=*/true);
-    if (!run.ok()) return CompileResult::Cancelled(run.status().ToString());
-    compiler_status = run->wait_status;
-    return CompileResult::FromWaitStatus(
-        run->wait_status,
-        absl::StrCat(
-            kExitStatusLine,
-            WIFEXITED(run->wait_status) ? WEXITSTATUS(run->wait_status) : 1,
-            "\n", run->output));
+    return CompileInPrivateDirs(options, job, compiler_status, uncaptured);
   };
   absl::StatusOr<CacheResult> result =
       client.GetOrCompile(kNamespace, options.compiler_version, *key, compile,
                           {{kKeyInputsMetadata, json}});
   if (result.ok()) return Delivered(*result, options, compiled_here);
+  if (!uncaptured.empty()) {
+    PrintError(absl::StrCat("warning: ", uncaptured,
+                            "; the result is yours, not cached"));
+    return 0;
+  }
   if (compiled_here && WIFSIGNALED(compiler_status)) {
     PrintError(result.status().message());
     return 128 + WTERMSIG(compiler_status);

@@ -19,13 +19,19 @@
 //         kKeyInputsMetadata (and so compile_flags.json), then placed at
 //         --output like a hit. Concurrent callers of the key wait and get it.
 //   fail  the compiling caller exits with the compiler's exit status (its
-//         output was already shown). The recorded failure log starts with
-//         the line "neffcc: compiler exit status N" (kExitStatusLine) and
-//         then holds the tail of the compiler's stdout and stderr; callers
-//         that waited, and every caller until the failure's retry-after
-//         time, print that text on stderr and exit with N, without
-//         compiling. A compiler killed by a signal is not recorded
-//         (CompileResult::FromWaitStatus); its caller exits 128 + signal.
+//         output was already shown). Only a verdict is shared (Verdict):
+//         a failure is recorded only when the compiler ran to its end and
+//         said so, a nonzero exit status with "Compiler status ERROR" in its
+//         output. The recorded failure log starts with the line "neffcc:
+//         compiler exit status N" (kExitStatusLine) and then holds the tail
+//         of the compiler's stdout and stderr; callers that waited, and
+//         every caller until the failure's retry-after time (or `neffctl
+//         forget`), print that text on stderr and exit with N, without
+//         compiling. A compiler killed by a signal (its caller exits 128 +
+//         signal), one that exits nonzero without the verdict (out of
+//         memory, "Killed") and one whose output cannot be written are that
+//         caller's alone: nothing is recorded and the next caller (a waiter
+//         included) compiles again.
 //
 // NEFFD_NO_COMPILE=1 turns a miss into exit kExitNoCompile with the key and
 // the explanation on stderr; NEFFD_EXPLAIN=1 writes "neffcc: <ExplainMiss>"
@@ -42,6 +48,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cache_client.h"
+#include "client/explain.h"
 #include "client/neffcc/command_line.h"
 
 namespace neffd::neffcc {
@@ -53,6 +60,8 @@ inline constexpr int kExitNoCompile = 75;
 inline constexpr int kExitNeffccError = 1;
 // The first line of a failure log neffcc records; %d is the exit status.
 inline constexpr char kExitStatusLine[] = "neffcc: compiler exit status ";
+// What neuronx-cc prints when it ran to its end and the compile failed.
+inline constexpr char kErrorVerdict[] = "Compiler status ERROR";
 
 struct CompileFlowOptions {
   std::string compiler;  // the real compiler's path
@@ -65,11 +74,30 @@ struct CompileFlowOptions {
 };
 
 // Answers the compile and returns the process's exit code. An error means
-// the cache could not be asked at all (unreadable input, a key that cannot
-// be derived) before anything ran: the caller runs the real compiler
+// the call cannot be cached (an option's value names a file) or the cache
+// could not be asked at all (unreadable input, a key that cannot be
+// derived) before anything ran: the caller runs the real compiler
 // unchanged.
 absl::StatusOr<int> RunCachedCompile(CacheClient& client,
                                      const CompileFlowOptions& options);
+
+// The key of `command` with the input's bytes `input` (see the file
+// comment); shared with the import of libneuronxla caches (import.h).
+absl::StatusOr<std::string> DeriveCompileKey(const CacheClient& client,
+                                             const CompileCommand& command,
+                                             absl::string_view input,
+                                             const std::string& version);
+
+// The key-inputs record published with the entry (client/explain.h).
+v1::KeyInputsRecord MakeKeyInputs(const CacheClient& client,
+                                  const CompileCommand& command,
+                                  absl::string_view input,
+                                  const std::string& version,
+                                  const std::vector<std::string>& invocation);
+
+// What a compiler run means for the cache: Ok (exit 0), a CompilerError to
+// record (nonzero exit with kErrorVerdict in `output`), else Cancelled.
+CompileResult Verdict(int wait_status, const std::string& output);
 
 // The exit status a recorded failure log carries (1 if it has none).
 int ExitStatusOfFailureLog(absl::string_view log);

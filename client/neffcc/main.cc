@@ -1,11 +1,12 @@
 // neffcc: a neuronx-cc that asks neffd first (docs/CLIENT.md, "neffcc").
 // Installed as a symlink named neuronx-cc in a directory early on PATH, or
 // run as `neffcc neuronx-cc ARGS...`. Cacheable compiles go through
-// compile_flow.h; everything else, and everything under NEFFD_DISABLE=1, is
-// the real compiler itself (exec). Exit codes: the compiler's; 127 when
-// there is no real compiler; 75 for a miss under NEFFD_NO_COMPILE=1; 2 for a
-// neffcc command line that names no compiler; 1 when neffcc could not write
-// a result it had.
+// compile_flow.h; everything else, and everything under NEFFD_DISABLE=1 or
+// TORCH_NEURONX_NEFF_DISABLE_CACHE=1, is the real compiler itself (exec). Exit
+// codes: the compiler's; 127 when there is no real compiler; 75 for a miss
+// under NEFFD_NO_COMPILE=1; 2 for a neffcc command line that names no compiler;
+// 1 when neffcc could not write a result it had. `neffcc --neffcc-version`
+// prints neffcc's own version (`--version` is the real compiler's).
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "client/neffcc/compile_flow.h"
 #include "client/neffcc/real_compiler.h"
 #include "config/env.h"
+#include "config/version.h"
 
 namespace neffd::neffcc {
 namespace {
@@ -36,7 +38,15 @@ int Exec(const std::vector<std::string>& argv) {
   return kExitNoCompiler;
 }
 
+// neffcc's own version. Not --version: `neuronx-cc --version` is the real
+// compiler's, and the compile cache keys on its answer.
+constexpr char kVersionFlag[] = "--neffcc-version";
+
 int Main(const std::vector<std::string>& argv) {
+  if (argv.size() == 2 && argv[1] == kVersionFlag) {
+    std::puts(config::VersionLine("neffcc").c_str());
+    return 0;
+  }
   absl::StatusOr<NeffccArgs> args = ParseNeffccArgs(argv);
   if (!args.ok()) {
     std::fprintf(stderr, "neffcc: %s\n",
@@ -58,11 +68,18 @@ int Main(const std::vector<std::string>& argv) {
   std::vector<std::string> real_argv = {*compiler};
   real_argv.insert(real_argv.end(), args->compiler_args.begin(),
                    args->compiler_args.end());
-  if (env.GetBool("NEFFD_DISABLE")) return Exec(real_argv);
+  // The spec's switch (TORCH_NEURONX_NEFF_DISABLE_CACHE) and neffd's own:
+  // the compiler runs untouched, as if neffcc were not on PATH.
+  if (env.GetBool("NEFFD_DISABLE") ||
+      env.GetBool("TORCH_NEURONX_NEFF_DISABLE_CACHE")) {
+    return Exec(real_argv);
+  }
 
   absl::StatusOr<CompileCommand> command = ParseCompile(args->compiler_args);
   if (!command.ok()) {
-    if (!args->compiler_args.empty() && args->compiler_args[0] == "compile") {
+    // One line for a compile it cannot cache; other subcommands (--version,
+    // list-operators) have nothing to cache and pass silently.
+    if (!IsNotACompile(command.status())) {
       Warn(absl::StrCat(command.status().message(),
                         "; running the compiler without the cache"));
     }

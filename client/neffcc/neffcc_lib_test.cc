@@ -1,17 +1,22 @@
 // neffcc's pieces on their own: the command line and the key's flags, the
 // real compiler's resolution through symlinks, its version and the version
 // cache (with real scripts on a real filesystem).
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/neffcc/command_line.h"
 #include "client/neffcc/compile_flow.h"
+#include "client/neffcc/outputs.h"
 #include "client/neffcc/real_compiler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -57,21 +62,47 @@ TEST(CommandLineTest, LibneuronxlaCompileKeysOnlyCodeChangingFlags) {
   EXPECT_EQ(command->output, "/tmp/w/out.neff");
   EXPECT_EQ(command->target, "trn1");
   EXPECT_THAT(command->key_flags,
-              ElementsAre("--target=trn1", "--framework=XLA", "-O2"));
+              ElementsAre("--framework=XLA", "--optlevel=2", "--target=trn1"));
 }
 
-TEST(CommandLineTest, SpaceAndEqualsFormsGiveTheSameFlags) {
-  auto spaced = ParseCompile(
-      Args({"compile", "--target", "trn2", "--verbose", "35", "in.pb",
-            "--workdir", "/w1", "--output=o.neff", "--model-type", "llm"}));
-  auto joined = ParseCompile(
-      Args({"compile", "--target=trn2", "--verbose=info", "in.pb",
-            "--workdir=/w2", "--output", "p.neff", "--model-type=llm"}));
-  ASSERT_TRUE(spaced.ok()) << spaced.status();
-  ASSERT_TRUE(joined.ok()) << joined.status();
-  EXPECT_EQ(spaced->key_flags, joined->key_flags);
-  EXPECT_THAT(spaced->key_flags,
-              ElementsAre("--target=trn2", "--model-type=llm"));
+// Every spelling of one setting, and every place an option may stand, gives
+// the flags of the first.
+TEST(CommandLineTest, EquivalentSpellingsGiveTheSameFlags) {
+  const std::vector<std::vector<std::string>> forms = {
+      Args({"compile", "--target=trn1", "--framework=XLA", "in.pb", "--output",
+            "o.neff", "-O2", "--lnc=2"}),
+      Args({"--target=trn1", "compile", "--framework", "XLA", "in.pb",
+            "--output", "o.neff", "-O", "2", "--lnc", "2"}),
+      Args({"--target", "trn1", "compile", "--framework", "XLA", "in.pb",
+            "--output=p.neff", "--optlevel", "2", "--logical-nc-config", "2",
+            "--verbose", "35"}),
+      Args({"compile", "in.pb", "--optlevel=2", "--logical-nc-config=2",
+            "--framework=XLA", "--workdir", "/w", "--target", "trn1",
+            "--output", "q.neff"}),
+  };
+  std::vector<std::string> first;
+  for (const auto& form : forms) {
+    auto command = ParseCompile(form);
+    ASSERT_TRUE(command.ok()) << command.status();
+    EXPECT_EQ(command->input, "in.pb");
+    EXPECT_EQ(command->target, "trn1");
+    if (first.empty()) first = command->key_flags;
+    EXPECT_EQ(command->key_flags, first);
+  }
+  EXPECT_THAT(first, ElementsAre("--framework=XLA", "--lnc=2", "--optlevel=2",
+                                 "--target=trn1"));
+}
+
+TEST(CommandLineTest, MultiValueAndBareOptions) {
+  auto command = ParseCompile(Args(
+      {"compile", "--framework", "XLA", "--pipeline", "compile", "Frontend",
+       "--enable-internal-neff-wrapper", "in.pb", "--output", "o.neff"}));
+  ASSERT_TRUE(command.ok()) << command.status();
+  EXPECT_EQ(command->input, "in.pb");
+  EXPECT_TRUE(command->wants_wrapper);
+  EXPECT_THAT(command->key_flags,
+              ElementsAre("--enable-internal-neff-wrapper", "--framework=XLA",
+                          "--pipeline=compile Frontend"));
 }
 
 TEST(CommandLineTest, UnknownFlagsAreKeyed) {
@@ -87,22 +118,47 @@ TEST(CommandLineTest, UnknownFlagsAreKeyed) {
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->input, "in.pb");
   EXPECT_THAT(bare->key_flags, ElementsAre("--enable-fast-thing"));
+  // Before the subcommand, "compile" is never a value.
+  auto global = ParseCompile(
+      Args({"--global-knob", "compile", "in.pb", "--output", "o"}));
+  ASSERT_TRUE(global.ok()) << global.status();
+  EXPECT_THAT(global->key_flags, ElementsAre("--global-knob"));
 }
 
 TEST(CommandLineTest, WhatIsNotACacheableCompile) {
-  EXPECT_FALSE(ParseCompile(Args({"--version"})).ok());
-  EXPECT_FALSE(ParseCompile(Args({"list-operators", "--framework=XLA"})).ok());
-  EXPECT_FALSE(ParseCompile(Args({"compile", "in.pb"})).ok());  // no output
-  EXPECT_FALSE(
-      ParseCompile(Args({"compile", "a.pb", "b.pb", "--output", "o"})).ok());
-  EXPECT_FALSE(ParseCompile(Args({"compile", "--output", "o"})).ok());
+  EXPECT_TRUE(IsNotACompile(ParseCompile(Args({"--version"})).status()));
+  EXPECT_TRUE(IsNotACompile(
+      ParseCompile(Args({"list-operators", "--framework=XLA"})).status()));
+  EXPECT_TRUE(IsNotACompile(
+      ParseCompile(Args({"--target", "trn1", "list-operators"})).status()));
+  for (const auto& args :
+       {Args({"compile", "in.pb"}),  // no output
+        Args({"compile", "a.pb", "b.pb", "--output", "o"}),
+        Args({"compile", "--output", "o"}),
+        Args({"compile", "in.pb", "--output", "o", "--help"}),
+        Args({"compile", "--pipeline", "compile", "SaveTemps", "--output", "o",
+              "--framework=XLA", "in.pb"})}) {
+    absl::Status status = ParseCompile(args).status();
+    EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+    EXPECT_FALSE(IsNotACompile(status)) << status;
+    EXPECT_EQ(status.message().find('\n'), absl::string_view::npos);
+  }
 }
 
-TEST(CommandLineTest, WithOutputRewritesBothForms) {
-  EXPECT_THAT(WithOutput(Args({"compile", "in", "--output", "a", "-O1"}), "/j"),
-              ElementsAre("compile", "in", "--output", "/j", "-O1"));
-  EXPECT_THAT(WithOutput(Args({"compile", "in", "--output=a"}), "/j"),
-              ElementsAre("compile", "in", "--output=/j"));
+TEST(CommandLineTest, RunnableArgsPlacesTheOutputAndAnchorsRelativePaths) {
+  auto args = Args({"--target=trn1", "compile", "in.pb", "--output", "a",
+                    "--logfile=log.txt", "--workdir", "/abs", "-O1"});
+  auto command = ParseCompile(args);
+  ASSERT_TRUE(command.ok()) << command.status();
+  EXPECT_THAT(RunnableArgs(args, *command, "/j/out.neff", "/cwd"),
+              ElementsAre("--target=trn1", "compile", "/cwd/in.pb", "--output",
+                          "/j/out.neff", "--logfile=/cwd/log.txt", "--workdir",
+                          "/abs", "-O1"));
+  auto joined = Args({"compile", "/in.pb", "--output=a"});
+  command = ParseCompile(joined);
+  ASSERT_TRUE(command.ok()) << command.status();
+  EXPECT_THAT(RunnableArgs(joined, *command, "/j", "/cwd"),
+              ElementsAre("compile", "/in.pb", "--output=/j"));
 }
 
 TEST(FailureLogTest, ExitStatusRoundTrips) {
@@ -111,6 +167,89 @@ TEST(FailureLogTest, ExitStatusRoundTrips) {
             70);
   EXPECT_EQ(ExitStatusOfFailureLog("ERROR: from another client"), 1);
   EXPECT_EQ(ExitStatusOfFailureLog(absl::StrCat(kExitStatusLine, "x\n")), 1);
+}
+
+TEST(VerdictTest, OnlyACompilerThatSaysErrorIsAFailure) {
+  EXPECT_EQ(Verdict(W_EXITCODE(0, 0), "Compiler status PASS\n").kind,
+            CompileResult::Kind::kOk);
+  CompileResult failed =
+      Verdict(W_EXITCODE(70, 0), "ERROR: bad op\nCompiler status ERROR\n");
+  EXPECT_EQ(failed.kind, CompileResult::Kind::kCompilerError);
+  EXPECT_EQ(ExitStatusOfFailureLog(failed.log), 70);
+  EXPECT_EQ(Verdict(W_EXITCODE(137, 0), "Killed\n").kind,
+            CompileResult::Kind::kCancelled);
+  EXPECT_EQ(Verdict(W_EXITCODE(1, 0), "ERROR: cannot write out.neff\n").kind,
+            CompileResult::Kind::kCancelled);
+  EXPECT_EQ(Verdict(W_EXITCODE(0, SIGKILL), "Compiler status ERROR\n").kind,
+            CompileResult::Kind::kCancelled);
+}
+
+class OutputsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = test_support::TestTempDir();
+    for (const char* dir : {"/cwd", "/out", "/caller", "/caller/o"}) {
+      ASSERT_TRUE(MakeDirs(root_ + dir).ok());
+    }
+  }
+  void Write(const std::string& path, const std::string& bytes) {
+    std::ofstream(root_ + path, std::ios::binary) << bytes;
+  }
+  std::string Read(const std::string& path) {
+    std::ifstream in(root_ + path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string root_;
+};
+
+TEST_F(OutputsTest, ABundleRecreatesEveryOutputWhereTheCompilerWroteIt) {
+  Write("/out/m.neff", std::string(5000, 'N'));
+  Write("/out/m.json", "{}");
+  Write("/cwd/wrapped_neff.hlo", "HloModule wrapped\n");
+  Write("/cwd/log-neuron-cc.txt", "a log, not a result\n");
+  auto sides = CollectSideOutputs(root_ + "/cwd", root_ + "/out", "m.neff");
+  ASSERT_TRUE(sides.ok()) << sides.status();
+  ASSERT_EQ(sides->size(), 2u);
+  ASSERT_TRUE(
+      WriteArtifact(root_ + "/out/m.neff", *sides, root_ + "/artifact").ok());
+  ASSERT_TRUE(PlaceResult(root_ + "/artifact", root_ + "/caller/o/x.neff",
+                          root_ + "/caller")
+                  .ok());
+  EXPECT_EQ(Read("/caller/o/x.neff"), std::string(5000, 'N'));
+  EXPECT_EQ(Read("/caller/o/m.json"), "{}");
+  EXPECT_EQ(Read("/caller/wrapped_neff.hlo"), "HloModule wrapped\n");
+  EXPECT_EQ(access((root_ + "/caller/log-neuron-cc.txt").c_str(), F_OK), -1);
+}
+
+TEST_F(OutputsTest, APlainNeffStaysAPlainNeff) {
+  Write("/out/m.neff", "NEFF bytes");
+  auto sides = CollectSideOutputs(root_ + "/cwd", root_ + "/out", "m.neff");
+  ASSERT_TRUE(sides.ok()) << sides.status();
+  EXPECT_TRUE(sides->empty());
+  ASSERT_TRUE(
+      WriteArtifact(root_ + "/out/m.neff", *sides, root_ + "/artifact").ok());
+  EXPECT_EQ(Read("/artifact"), "NEFF bytes");
+  ASSERT_TRUE(
+      PlaceResult(root_ + "/artifact", root_ + "/caller/x", root_ + "/caller")
+          .ok());
+  EXPECT_EQ(Read("/caller/x"), "NEFF bytes");
+}
+
+TEST_F(OutputsTest, WhatCannotBeCaptured) {
+  ASSERT_TRUE(MakeDirs(root_ + "/cwd/temps").ok());
+  auto dir = CollectSideOutputs(root_ + "/cwd", root_ + "/out", "m.neff");
+  EXPECT_TRUE(absl::IsFailedPrecondition(dir.status())) << dir.status();
+  rmdir((root_ + "/cwd/temps").c_str());
+  for (size_t i = 0; i <= kMaxSideOutputs; ++i) {
+    Write(absl::StrCat("/cwd/side", i), "x");
+  }
+  auto many = CollectSideOutputs(root_ + "/cwd", root_ + "/out", "m.neff");
+  EXPECT_TRUE(absl::IsFailedPrecondition(many.status())) << many.status();
+  // A damaged bundle is an error, never a NEFF.
+  Write("/artifact", "NEFFCC-BUNDLE 1\n99 output\n\nshort");
+  EXPECT_FALSE(
+      PlaceResult(root_ + "/artifact", root_ + "/caller/x", root_ + "/caller")
+          .ok());
 }
 
 class RealCompilerTest : public ::testing::Test {
@@ -154,6 +293,13 @@ TEST_F(RealCompilerTest, SkipsEveryPathThatResolvesToItself) {
   absl::StatusOr<std::string> none =
       FindRealCompiler("", "neuronx-cc", path_env, self);
   EXPECT_TRUE(absl::IsNotFound(none.status())) << none.status();
+  EXPECT_TRUE(absl::StrContains(none.status().message(),
+                                "every one found is neffcc itself"))
+      << none.status();
+  const absl::Status nothing =
+      FindRealCompiler("", "neuronx-cc", root_ + "/real", self).status();
+  EXPECT_TRUE(absl::StartsWith(nothing.message(), "no neuronx-cc on PATH;"))
+      << nothing;
   EXPECT_FALSE(
       FindRealCompiler(root_ + "/mask/neuronx-cc", "neuronx-cc", path_env, self)
           .ok());

@@ -77,17 +77,18 @@ absl::StatusOr<std::string> FindRealCompiler(absl::string_view configured,
     }
     return path;
   }
+  bool saw_self = false;
   for (absl::string_view dir : absl::StrSplit(path_env, ':')) {
     const std::string candidate =
         absl::StrCat(dir.empty() ? "." : dir, "/", name);
-    if (IsExecutableFile(candidate) && RealPath(candidate) != self) {
-      return candidate;
-    }
+    if (!IsExecutableFile(candidate)) continue;
+    if (RealPath(candidate) != self) return candidate;
+    saw_self = true;
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no real ", name,
-      " on PATH (every one found is neffcc itself); install the Neuron "
-      "compiler or set NEFFD_REAL_COMPILER"));
+  return absl::NotFoundError(
+      absl::StrCat(saw_self ? "no real " : "no ", name, " on PATH",
+                   saw_self ? " (every one found is neffcc itself)" : "",
+                   "; install the Neuron compiler or set NEFFD_REAL_COMPILER"));
 }
 
 absl::StatusOr<std::string> ParseCompilerVersion(absl::string_view output) {
@@ -140,7 +141,8 @@ absl::StatusOr<std::string> CompilerVersion(const std::string& compiler,
 }
 
 absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
-                                        bool pass_through) {
+                                        bool pass_through,
+                                        const std::string& cwd) {
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0)
     return absl::ErrnoToStatus(errno, "pipe");
@@ -153,6 +155,9 @@ absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  if (!cwd.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  }
   std::vector<char*> args = CArgv(argv);
   pid_t pid = -1;
   const int spawned = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr,

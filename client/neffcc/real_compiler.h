@@ -64,9 +64,11 @@ struct CompilerRun {
   std::string output;   // the tail of stdout and stderr
 };
 
-// Runs `argv` (argv[0] the compiler's path) to completion.
+// Runs `argv` (argv[0] the compiler's path) to completion, in `cwd` (empty:
+// this process's working directory).
 absl::StatusOr<CompilerRun> RunCompiler(const std::vector<std::string>& argv,
-                                        bool pass_through);
+                                        bool pass_through,
+                                        const std::string& cwd = "");
 
 // Replaces this process with `argv` (argv[0] the compiler's path); returns
 // only on failure.

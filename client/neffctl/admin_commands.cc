@@ -3,7 +3,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/cache_client.h"
+#include "client/neffcc/import.h"
 #include "client/neffctl/ctl.h"
+#include "google/protobuf/struct.pb.h"
 #include "proto/remote_error_causes.h"
 
 namespace neffd::ctl {
@@ -145,9 +148,10 @@ int Ctl::ResetStats() {
   return kOk;
 }
 
-int Ctl::Evict(const EntryKey& id) {
+int Ctl::Evict(const EntryKey& id, bool failure_only) {
   v1::EvictRequest request;
   *request.mutable_id() = id.ToProto();
+  request.set_failure_only(failure_only);
   v1::EvictResponse response;
   grpc::Status status =
       operator_->Evict(Context(absl::Minutes(5)).get(), request, &response);
@@ -155,6 +159,10 @@ int Ctl::Evict(const EntryKey& id) {
   const bool removed = response.removed_entry() || response.removed_failure();
   if (json_) {
     PrintJson(response);
+  } else if (failure_only) {
+    std::printf(removed ? "forgot the recorded failure of %s\n"
+                        : "no recorded failure %s\n",
+                id.Canonical().c_str());
   } else if (removed) {
     std::printf(
         "evicted %s%s\n", id.Canonical().c_str(),
@@ -292,6 +300,11 @@ int Ctl::Import(const std::string& dir, bool clear_stale_locks) {
     }
   }
   grpc::Status status = reader->Finish();
+  // Not the daemon's store: a libneuronxla cache is filed under neffcc's keys.
+  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+      neffcc::LooksLikeLibneuronxlaCache(dir)) {
+    return ImportLibneuronxla(dir);
+  }
   if (!status.ok()) return RpcFailure(status, admin_address_);
   if (json_) {
     PrintJson(last);
@@ -305,6 +318,39 @@ int Ctl::Import(const std::string& dir, bool clear_stale_locks) {
       (unsigned long long)last.locked(), (unsigned long long)last.stale_locks(),
       (unsigned long long)last.cleared_locks(),
       (unsigned long long)last.corrupt());
+  return kOk;
+}
+
+int Ctl::ImportLibneuronxla(const std::string& dir) {
+  std::unique_ptr<CacheClient> client = CacheClient::FromEnvironment(address_);
+  absl::StatusOr<neffcc::LibneuronxlaImport> done =
+      neffcc::ImportLibneuronxlaCache(*client, dir);
+  if (!done.ok()) {
+    std::fprintf(stderr, "neffctl: importing %s: %s\n", dir.c_str(),
+                 std::string(done.status().message()).c_str());
+    return kFailed;
+  }
+  for (const std::string& skipped : done->skipped) {
+    std::fprintf(stderr, "neffctl: skipped %s\n", skipped.c_str());
+  }
+  if (json_) {
+    google::protobuf::Struct out;
+    auto& fields = *out.mutable_fields();
+    fields["libneuronxla_dir"].set_string_value(dir);
+    fields["scanned"].set_number_value(done->scanned);
+    fields["imported"].set_number_value(done->imported);
+    fields["cached"].set_number_value(done->cached);
+    fields["failed"].set_number_value(done->failed);
+    fields["incomplete"].set_number_value(done->incomplete);
+    PrintJson(out);
+    return kOk;
+  }
+  std::printf(
+      "libneuronxla cache %s: scanned %llu entries: %llu imported, %llu "
+      "cached already, %llu failed and %llu incomplete (skipped)\n",
+      dir.c_str(), (unsigned long long)done->scanned,
+      (unsigned long long)done->imported, (unsigned long long)done->cached,
+      (unsigned long long)done->failed, (unsigned long long)done->incomplete);
   return kOk;
 }
 

@@ -90,10 +90,13 @@ class Ctl {
 
   // Operator commands (admin_commands.cc).
   int Stats();
-  int Evict(const EntryKey& id);
+  // With `failure_only` (neffctl forget) only a recorded failure goes.
+  int Evict(const EntryKey& id, bool failure_only = false);
   int Verify(const std::string& ns, bool all);
   int Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
          bool dry_run);
+  // The daemon's store (indexed by the daemon), else a libneuronxla cache
+  // (client/neffcc/import.h), filed by this process under neffcc's keys.
   int Import(const std::string& dir, bool clear_stale_locks);
   // The S3 tier (remote_commands.cc).
   int Warm(const std::string& manifest);
@@ -107,6 +110,8 @@ class Ctl {
   int Drain(bool drain);
   int Health(const std::string& service);
   int Config();
+  // The job's environment checked as support would (doctor_commands.cc).
+  int Doctor();
 
   // Key-input reports (why_commands.cc): why KEY got its own key, and which
   // inputs are cached under several keys. `compiler_version` may be empty.
@@ -120,6 +125,7 @@ class Ctl {
                     const std::string& file, uint64_t size,
                     const std::string& sha256, v1::PublishResponse* published);
   void Abandon(const EntryKey& id, const std::string& lease_id);
+  int ImportLibneuronxla(const std::string& dir);
   // One page of `ls` as a table; `header` on the first.
   void PrintEntries(const v1::ListEntriesRequest& request,
                     const v1::ListEntriesResponse& response, bool header);

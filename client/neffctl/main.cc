@@ -13,6 +13,7 @@
 //   neffctl [--address A] [--json] health [--service NAME]
 //   neffctl [--address A] [--json] config
 //   neffctl [--address A] [--json] evict NS KEY --compiler_version V
+//   neffctl [--address A] [--json] forget NS KEY --compiler_version V
 //   neffctl [--address A] [--json] verify [--all] [--namespace NS]
 //   neffctl [--address A] [--json] gc [--max-size BYTES] [--older-than AGE]
 //                                     [--dry-run] [--namespace NS]
@@ -22,8 +23,10 @@
 //   neffctl [--address A] [--json] why NS KEY [--compiler_version V]
 //   neffctl [--address A] [--json] drift [--compiler_version V]
 //                                        [--namespace NS]
+//   neffctl [--address A] [--json] doctor
 //
 //   neffctl --help | help [COMMAND]
+//   neffctl --version
 //
 // Flags may be spelled with '-' or '_'. Exit codes: 0 success or hit, 1 miss
 // (or a recorded failure / lock timeout / nothing to evict / no such entry /
@@ -47,12 +50,14 @@
 #include "client/daemon_channel.h"
 #include "client/neffctl/ctl.h"
 #include "config/flags.h"
+#include "config/version.h"
 
 ABSL_FLAG(std::string, address, "",
           "daemon address (default $NEFFD_ADDRESS, else "
           "unix:/run/neffd/neffd.sock)");
 ABSL_FLAG(std::string, admin_address, "",
-          "the admin socket, for evict, gc, import, warm, drain, undrain and "
+          "the admin socket, for evict, forget, gc, import, warm, drain, "
+          "undrain and "
           "stats -z (default $NEFFD_ADMIN_ADDRESS, else "
           "unix:/run/neffd/admin.sock)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
@@ -103,6 +108,7 @@ int PutCommand(Ctl& ctl, const Call& call);
 int GetCommand(Ctl& ctl, const Call& call);
 int ShowCommand(Ctl& ctl, const Call& call);
 int EvictCommand(Ctl& ctl, const Call& call);
+int ForgetCommand(Ctl& ctl, const Call& call);
 int StatsCommand(Ctl& ctl, const Call& call);
 int ListCommand(Ctl& ctl, const Call& call);
 int LocksCommand(Ctl& ctl, const Call& call);
@@ -116,6 +122,7 @@ int WhyCommand(Ctl& ctl, const Call& call);
 int WarmCommand(Ctl& ctl, const Call& call);
 int ManifestCommand(Ctl& ctl, const Call& call);
 int DriftCommand(Ctl& ctl, const Call& call);
+int DoctorCommand(Ctl& ctl, const Call& call);
 
 // Every command: its positional arguments, what it does, the options it
 // takes (flag names; --address and --json go with every command) and how
@@ -155,6 +162,11 @@ const std::vector<Command>& Commands() {
        "remove the entry from the cache",
        {"compiler_version"},
        EvictCommand},
+      {"forget",
+       "NS KEY",
+       "drop a recorded compile failure: the next caller compiles again",
+       {"compiler_version"},
+       ForgetCommand},
       {"stats", "", "the daemon's counters", {"z"}, StatsCommand},
       {"ls",
        "",
@@ -190,7 +202,8 @@ const std::vector<Command>& Commands() {
        GcCommand},
       {"import",
        "DIR",
-       "index an existing cache directory",
+       "index the daemon's cache directory, or file a libneuronxla cache "
+       "under neffcc's keys",
        {"clear_stale_locks"},
        ImportCommand},
       {"warm",
@@ -213,6 +226,12 @@ const std::vector<Command>& Commands() {
        "inputs cached under more than one key",
        {"compiler_version", "namespace"},
        DriftCommand},
+      {"doctor",
+       "",
+       "check this job's environment: compiler on PATH, daemon, directories, "
+       "S3 (exit 0 only if all pass)",
+       {},
+       DoctorCommand},
   };
   return *commands;
 }
@@ -254,7 +273,8 @@ std::string Help() {
   std::string help =
       "usage: neffctl [--address A] [--admin_address A] [--json] COMMAND "
       "[ARGS] [OPTIONS]\n"
-      "       neffctl help [COMMAND]\n\n"
+      "       neffctl help [COMMAND]\n"
+      "       neffctl --version\n\n"
       "Options for every command:\n";
   absl::StrAppend(&help, OptionHelp("address"), OptionHelp("admin_address"),
                   OptionHelp("json"), OptionHelp("tls_cert"),
@@ -345,6 +365,12 @@ int ShowCommand(Ctl& ctl, const Call& call) {
 
 int EvictCommand(Ctl& ctl, const Call& call) {
   return WithEntry(call, [&](const EntryKey& id) { return ctl.Evict(id); });
+}
+
+int ForgetCommand(Ctl& ctl, const Call& call) {
+  return WithEntry(call, [&](const EntryKey& id) {
+    return ctl.Evict(id, /*failure_only=*/true);
+  });
 }
 
 int StatsCommand(Ctl& ctl, const Call&) {
@@ -447,11 +473,17 @@ int DriftCommand(Ctl& ctl, const Call&) {
                    absl::GetFlag(FLAGS_compiler_version));
 }
 
+int DoctorCommand(Ctl& ctl, const Call&) { return ctl.Doctor(); }
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage("neffctl COMMAND; see neffctl --help");
   std::vector<std::string> normalised = NormaliseFlags(argc, argv);
   if (config::AsksForHelp(normalised)) {
     std::fputs(Help().c_str(), stdout);
+    return 0;
+  }
+  if (config::AsksForVersion(normalised)) {
+    std::puts(config::VersionLine("neffctl").c_str());
     return 0;
   }
   if (std::vector<std::string> errors = config::CheckFlags(normalised);

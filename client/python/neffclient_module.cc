@@ -36,6 +36,7 @@
 #include "allocator/segment_pool.h"
 #include "allocator/segment_provider.h"
 #include "client/cache_client.h"
+#include "client/python/exceptions.h"
 #include "client/torchneuron_key.h"
 #include "config/env.h"
 
@@ -43,33 +44,6 @@ namespace py = pybind11;
 
 namespace neffd::python {
 namespace {
-
-constexpr char kExceptions[] = R"(
-class Error(RuntimeError):
-    """A neffd client call failed; the message is the daemon's."""
-
-class CancelledError(Error):
-    """compile_fn cancelled the compile; nothing was recorded."""
-
-class CompileFailedError(Error):
-    """The compile failed (here, or recorded by another rank).
-
-    log: the compiler's log; retry_after: unix seconds after which the key is
-    compiled again (None if unknown); workdir: this rank's kept working
-    directory (None for a rank that only waited).
-    """
-    def __init__(self, message, log="", retry_after=None, workdir=None):
-        super().__init__(message)
-        self.log = log
-        self.retry_after = retry_after
-        self.workdir = workdir
-
-class CompileError(Exception):
-    """Raise from compile_fn to report a deterministic compiler error."""
-    def __init__(self, log=""):
-        super().__init__(log)
-        self.log = log
-)";
 
 [[noreturn]] void Raise(const absl::Status& status) {
   py::module_ module = py::module_::import("neffclient");

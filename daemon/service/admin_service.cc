@@ -54,7 +54,8 @@ grpc::Status CacheAdminService::Evict(grpc::ServerContext* context,
     return s;
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request->id());
   if (!id.ok()) return ToGrpcStatus(id.status());
-  absl::StatusOr<v1::EvictResponse> evicted = maintenance_->Evict(*id);
+  absl::StatusOr<v1::EvictResponse> evicted =
+      maintenance_->Evict(*id, request->failure_only());
   if (!evicted.ok()) return ToGrpcStatus(evicted.status());
   *response = *std::move(evicted);
   return grpc::Status::OK;

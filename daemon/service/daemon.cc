@@ -23,6 +23,7 @@
 #include "daemon/service/local_dir.h"
 #include "daemon/service/maintenance.h"
 #include "daemon/service/scheduler.h"
+#include "daemon/service/sd_notify.h"
 #include "daemon/service/server_options.h"
 #include "daemon/service/telemetry.h"
 #include "daemon/tier/local_tier.h"
@@ -34,7 +35,6 @@
 #include "store/file_util.h"
 #include "store/liveness.h"
 #include "store/store.h"
-#include "systemd/sd-daemon.h"
 
 namespace neffd {
 namespace {
@@ -413,13 +413,13 @@ absl::Status Daemon::Parts::StartServers(
 }
 
 void Daemon::Parts::StartPeriodicWork() {
-  uint64_t watchdog_usec = 0;
-  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+  const absl::Duration watchdog_interval = SystemdWatchdogInterval();
+  const bool watchdog = watchdog_interval > absl::ZeroDuration();
   // The lock table's tick and the watchdog share the clock thread, so a
   // wedged lock table stops the pings and gets the daemon restarted.
   scheduler.Add({kTickInterval,
-                 [this, watchdog, watchdog_usec] {
-                   Tick(watchdog, absl::Microseconds(watchdog_usec / 2));
+                 [this, watchdog, watchdog_interval] {
+                   Tick(watchdog, watchdog_interval / 2);
                  },
                  /*own_thread=*/false, /*first_at_start=*/true});
   scheduler.Add(
@@ -453,7 +453,7 @@ void Daemon::Parts::StartPeriodicWork() {
 void Daemon::Parts::Tick(bool watchdog, absl::Duration watchdog_ping) {
   locks->Tick();
   if (watchdog && absl::Now() >= next_watchdog_ping) {
-    sd_notify(0, "WATCHDOG=1");
+    NotifySystemd("WATCHDOG=1");
     next_watchdog_ping = absl::Now() + watchdog_ping;
   }
 }

@@ -1,7 +1,6 @@
 #include "daemon/service/local_dir.h"
 
 #include <errno.h>
-#include <sys/vfs.h>
 
 #include <utility>
 
@@ -10,36 +9,11 @@
 #include "store/file_util.h"
 
 namespace neffd {
-namespace {
-
-constexpr long kNfsSuperMagic = 0x6969;
-constexpr long kLustreSuperMagic = 0x0BD00BD0;
-constexpr long kSmbSuperMagic = 0x517B;
-constexpr long kCifsMagic = 0xFF534D42;
-
-}  // namespace
-
-absl::Status CheckLocalFilesystem(const std::string& path) {
-  struct statfs fs;
-  if (statfs(path.c_str(), &fs) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("statfs ", path));
-  }
-  const char* kind = nullptr;
-  switch (static_cast<long>(fs.f_type)) {
-    case kNfsSuperMagic:
-      kind = "nfs";
-      break;
-    case kLustreSuperMagic:
-      kind = "lustre";
-      break;
-    case kSmbSuperMagic:
-    case kCifsMagic:
-      kind = "smb";
-      break;
-  }
-  if (kind == nullptr) return absl::OkStatus();
+absl::Status CheckLocalDirFilesystem(const std::string& path) {
+  absl::Status s = CheckLocalFilesystem(path);
+  if (!absl::IsFailedPrecondition(s)) return s;
   return absl::FailedPreconditionError(
-      absl::StrCat("local dir ", path, " is on ", kind,
+      absl::StrCat("local dir ", s.message(),
                    "; TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR must be a local "
                    "filesystem"));
 }
@@ -49,7 +23,9 @@ absl::Status PrepareLocalDir(const LocalDir& dir,
   if (absl::Status s = MakeGroupDirs(dir.root, kLocalDirMode); !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckLocalFilesystem(dir.root); !s.ok()) return s;
+  if (absl::Status s = CheckLocalDirFilesystem(dir.root); !s.ok()) {
+    return s;
+  }
   // The ranks' group may create lock files and stage outputs, and read the
   // tier; other users get nothing (docs/SECURITY.md).
   const std::pair<std::string, int> dirs[] = {{dir.locks(), kLocalDirMode},

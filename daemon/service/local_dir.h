@@ -39,7 +39,7 @@ struct LocalDir {
 // FailedPrecondition naming the filesystem if `path` is on NFS, Lustre or
 // SMB; NotFound (or another errno status) naming `path` if it cannot be
 // looked at.
-absl::Status CheckLocalFilesystem(const std::string& path);
+absl::Status CheckLocalDirFilesystem(const std::string& path);
 
 // Creates `dir` and its locks/, staging/ and tier/ and gives them their
 // modes, in `socket_group` when that group exists (else the creator's).

@@ -18,8 +18,8 @@ mode_t ModeOf(const std::string& path) {
 }
 
 TEST(CheckLocalFilesystemTest, AcceptsLocalDiskAndNamesMissingPaths) {
-  EXPECT_TRUE(CheckLocalFilesystem("/tmp").ok());
-  absl::Status missing = CheckLocalFilesystem("/nonexistent/dir");
+  EXPECT_TRUE(CheckLocalDirFilesystem("/tmp").ok());
+  absl::Status missing = CheckLocalDirFilesystem("/nonexistent/dir");
   EXPECT_TRUE(absl::IsNotFound(missing));
   EXPECT_TRUE(absl::StrContains(missing.message(), "/nonexistent/dir"));
 }

@@ -19,7 +19,8 @@ constexpr uint64_t kProgressEvery = 256;
 Maintenance::Maintenance(MaintenanceOptions options, Catalog* catalog)
     : options_(std::move(options)), catalog_(catalog) {}
 
-absl::StatusOr<v1::EvictResponse> Maintenance::Evict(const EntryKey& id) {
+absl::StatusOr<v1::EvictResponse> Maintenance::Evict(const EntryKey& id,
+                                                     bool failure_only) {
   Store& store = catalog_->StoreFor(id);
   EntryState state = store.Inspect(id);
   if (options_.lease_out(id) || !state.lock_files.empty()) {
@@ -28,6 +29,13 @@ absl::StatusOr<v1::EvictResponse> Maintenance::Evict(const EntryKey& id) {
                      " is being compiled (a lease is out); evict it later"));
   }
   v1::EvictResponse response;
+  if (failure_only && (state.has_artifact || state.has_done)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("id: ", id.Canonical(),
+                     " is cached, not a recorded failure (neffctl evict "
+                     "removes an entry)"));
+  }
+  if (failure_only && !state.has_log) return response;  // nothing to forget
   if (state.exists) {
     if (absl::Status s = store.Remove(id); !s.ok()) return s;
     response.set_removed_entry(state.has_artifact || state.has_done);

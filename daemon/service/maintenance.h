@@ -67,8 +67,10 @@ class Maintenance {
  public:
   Maintenance(MaintenanceOptions options, Catalog* catalog);
 
-  // FailedPrecondition while the entry is being compiled here or elsewhere.
-  absl::StatusOr<v1::EvictResponse> Evict(const EntryKey& id);
+  // FailedPrecondition while the entry is being compiled here or elsewhere,
+  // and with `failure_only` when the key has an entry (not a failure).
+  absl::StatusOr<v1::EvictResponse> Evict(const EntryKey& id,
+                                          bool failure_only = false);
 
   // Re-hashes every entry of `ns` (in this host's index, or with `all` in the
   // store); calls `progress` now and then and once with `finished`.

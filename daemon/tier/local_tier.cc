@@ -35,6 +35,25 @@ struct LocalTier::Filling {
   absl::Status status;
 };
 
+class LocalTier::Arrival {
+ public:
+  Arrival(LocalTier* tier, std::string name)
+      : tier_(tier), name_(std::move(name)) {
+    absl::MutexLock lock(&tier_->mu_);
+    ++tier_->arriving_[name_];
+  }
+  ~Arrival() {
+    absl::MutexLock lock(&tier_->mu_);
+    if (--tier_->arriving_[name_] == 0) tier_->arriving_.erase(name_);
+  }
+  Arrival(const Arrival&) = delete;
+  Arrival& operator=(const Arrival&) = delete;
+
+ private:
+  LocalTier* const tier_;
+  const std::string name_;
+};
+
 LocalTier::LocalTier(LocalTierOptions options) : options_(std::move(options)) {}
 
 LocalTier::~LocalTier() {
@@ -87,8 +106,7 @@ std::optional<bool> LocalTier::Touch(const std::string& name) {
     absl::MutexLock lock(&mu_);
     auto it = files_.find(name);
     if (it == files_.end()) return std::nullopt;
-    it->second->handed_out = options_.env->Now();
-    lru_.splice(lru_.end(), lru_, it->second);
+    MarkHandedOut(it->second);
     if (!it->second->verified) return false;
     recorded = it->second->identity;
   }
@@ -105,15 +123,22 @@ void LocalTier::Admit(const std::string& name, uint64_t size, bool handed_out,
   const FileIdentity identity = verified ? IdentityOf(name) : FileIdentity{};
   absl::MutexLock lock(&mu_);
   if (auto it = files_.find(name); it != files_.end()) {
+    // Known already (scanned, and hashed again before this hand-out).
     if (verified) {
       it->second->verified = true;
       it->second->identity = identity;
     }
+    if (handed_out) MarkHandedOut(it->second);
     return;
   }
   const absl::Time when =
       handed_out ? options_.env->Now() : absl::InfinitePast();
   Insert(File{name, size, when, verified, identity});
+}
+
+void LocalTier::MarkHandedOut(std::list<File>::iterator file) {
+  file->handed_out = options_.env->Now();
+  lru_.splice(lru_.end(), lru_, file);
 }
 
 void LocalTier::Insert(File file) {
@@ -131,7 +156,7 @@ void LocalTier::AdmitScanned(const std::string& name) {
   // then accounts for it) or not seen at all, never counted once it is gone.
   absl::MutexLock lock(&mu_);
   struct stat st;
-  if (files_.contains(name) ||
+  if (files_.contains(name) || arriving_.contains(name) ||
       !options_.env->Lstat(absl::StrCat(options_.dir, "/", name), &st).ok() ||
       !S_ISREG(st.st_mode)) {
     return;
@@ -194,19 +219,31 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
   }
   std::shared_ptr<Filling> filling;
   bool leader = false;
+  bool filled_meanwhile = false;
   {
     absl::MutexLock lock(&mu_);
-    std::shared_ptr<Filling>& slot = fills_[name];
-    if (slot == nullptr) {
-      slot = std::make_shared<Filling>();
-      leader = true;
+    auto known_now = files_.find(name);
+    filled_meanwhile = known_now != files_.end() && known_now->second->verified;
+    if (!filled_meanwhile) {
+      std::shared_ptr<Filling>& slot = fills_[name];
+      if (slot == nullptr) {
+        slot = std::make_shared<Filling>();
+        leader = true;
+      }
+      filling = slot;
     }
-    filling = slot;
   }
+  // A fill that ended between the Touch above and the lock has admitted the
+  // file (Admit runs before a fill leaves fills_): filling again would copy
+  // the shared bytes twice. It is handed out as any known file is.
+  if (filled_meanwhile) return Get(id, entry, from_shared);
   if (leader) {
-    filling->status = Fill(name, entry);
-    if (filling->status.ok()) {
-      Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
+    {
+      Arrival arrival(this, name);
+      filling->status = Fill(name, entry);
+      if (filling->status.ok()) {
+        Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
+      }
     }
     {
       absl::MutexLock lock(&mu_);
@@ -276,6 +313,7 @@ bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
   // with no other name may replace anything under `name`.
   const std::string tmp = absl::StrCat(
       dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "adopt"));
+  Arrival arrival(this, name);
   Env* const env = options_.env;
   struct stat verified, renamed;
   if (!env->Fstat(staged_fd, staged_path, &verified).ok()) {

@@ -110,6 +110,9 @@ class LocalTier {
     FileIdentity identity;
   };
   struct Filling;
+  // Marks a name as being written into the tier by this process, from
+  // before its rename until its Admit, for its lifetime.
+  class Arrival;
 
   explicit LocalTier(LocalTierOptions options);
   std::string NameFor(const EntryKey& id, const std::string& sha256) const;
@@ -124,6 +127,9 @@ class LocalTier {
   // Adds `file` to the accounting and the LRU (at the front if it was never
   // handed out), then evicts over capacity.
   void Insert(File file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves `file` to the recent end of the LRU, handed out now.
+  void MarkHandedOut(std::list<File>::iterator file)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the scanned file `name`, never handed out, if it is still there.
   void AdmitScanned(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   // Marks `name` handed out now; nullopt if the tier does not know it, else
@@ -151,6 +157,10 @@ class LocalTier {
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::shared_ptr<Filling>> fills_
       ABSL_GUARDED_BY(mu_);
+  // Names with an Arrival (a count: a fill and an adoption may overlap):
+  // the start-up scan must not record them as files from before the start,
+  // never handed out and so the first to be evicted.
+  absl::flat_hash_map<std::string, int> arriving_ ABSL_GUARDED_BY(mu_);
   std::thread scanner_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "store/lock_paths.h"
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
 
@@ -35,7 +36,7 @@ std::vector<std::string> StrayFiles(const std::string& dir) {
     if (!e.is_regular_file()) continue;
     const std::string name = e.path().filename().string();
     if (name != "model.neff" && name != "model.done" &&
-        name.find(".lock") == std::string::npos) {
+        name != kLeaseFileName && name.find(".lock") == std::string::npos) {
       stray.push_back(e.path().string());
     }
   }
