@@ -5,63 +5,40 @@
 #include "absl/strings/strip.h"
 
 namespace neffd {
-namespace {
 
-bool IsLowerHex(absl::string_view s) {
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
-absl::string_view Extension(Namespace ns) {
+absl::string_view ArtifactExtension(Namespace ns) {
   return ns == Namespace::kNeff ? ".neff" : ".hlo";
 }
 
-}  // namespace
-
-absl::Status ValidateLayoutKey(Namespace ns, absl::string_view key) {
-  if (absl::Status s = ValidateToken("id.key", key); !s.ok()) return s;
-  if (ns == Namespace::kNeff) {
-    if ((key.size() == 32 || key.size() == 64) && IsLowerHex(key)) {
-      return absl::OkStatus();
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "id.key: a NEFF key is 32 (TorchNeuron) or 64 (neffd) lowercase hex "
-        "digits; got ",
-        key.size(), " characters"));
-  }
-  if (key.size() < 4 || absl::StrContains(key.substr(0, 4), ".")) {
-    return absl::InvalidArgumentError(
-        "id.key: an HLO key needs at least 4 characters, none of the first "
-        "four a '.'");
-  }
-  return absl::OkStatus();
-}
-
 std::string ShardDir(absl::string_view key) {
-  return absl::StrCat(key.substr(0, 2), "/", key.substr(2, 2));
+  std::string first4(key.substr(0, 4));
+  first4.resize(4, '_');
+  for (char& c : first4) {
+    if (c == '.') c = '_';
+  }
+  return absl::StrCat(first4.substr(0, 2), "/", first4.substr(2, 2));
 }
 
 std::string ArtifactRelPath(Namespace ns, absl::string_view key) {
-  return absl::StrCat(ShardDir(key), "/", key, Extension(ns));
+  return absl::StrCat(ShardDir(key), "/", key, ArtifactExtension(ns));
 }
 
 std::string RecordsRelDir(absl::string_view key) {
   return absl::StrCat(ShardDir(key), "/", key, kRecordsSuffix);
 }
 
-ShardName ClassifyShardName(Namespace ns, absl::string_view name,
-                            std::string* key) {
+ShardName ClassifyShardName(Namespace ns, absl::string_view shard,
+                            absl::string_view name, std::string* key) {
   if (absl::StartsWith(name, ".tmp.")) return ShardName::kTorchNeuronTemp;
   absl::string_view stem = name;
   ShardName kind = ShardName::kOther;
-  if (absl::ConsumeSuffix(&stem, Extension(ns))) {
+  if (absl::ConsumeSuffix(&stem, ArtifactExtension(ns))) {
     kind = ShardName::kArtifact;
   } else if (absl::ConsumeSuffix(&stem, kRecordsSuffix)) {
     kind = ShardName::kRecords;
   }
-  if (kind == ShardName::kOther || !ValidateLayoutKey(ns, stem).ok()) {
+  if (kind == ShardName::kOther || !ValidateToken("id.key", stem).ok() ||
+      ShardDir(stem) != shard) {
     return ShardName::kOther;
   }
   *key = std::string(stem);
@@ -74,7 +51,7 @@ Judgement JudgeEntry(Namespace ns, absl::string_view key,
   if (!artifact.exists) {
     return {done != nullptr ? Verdict::kCleared : Verdict::kMiss, ""};
   }
-  const std::string name = absl::StrCat(key, Extension(ns));
+  const std::string name = absl::StrCat(key, ArtifactExtension(ns));
   if (!artifact.regular) {
     return {Verdict::kDamage, absl::StrCat(name, " is not a regular file")};
   }
@@ -85,8 +62,13 @@ Judgement JudgeEntry(Namespace ns, absl::string_view key,
     return {Verdict::kVersionMismatch, ""};
   }
   // A put replaces the artifact whole by a rename (TorchNeuron's and
-  // neffd's alike): a new inode is a new artifact to record, never damage.
-  if (done->artifact_inode() != artifact.inode) return {Verdict::kAdopt, ""};
+  // neffd's alike), or writes it afresh after a clear, maybe on the freed
+  // inode: a file written since the record is a new artifact to record,
+  // never damage. TorchNeuron writes no artifact in place.
+  if (done->artifact_inode() != artifact.inode ||
+      done->artifact_ctime_ns() != artifact.ctime_ns) {
+    return {Verdict::kAdopt, ""};
+  }
   if (done->size() != artifact.size) {
     return {Verdict::kDamage,
             absl::StrCat(name, " is ", artifact.size,

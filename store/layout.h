@@ -1,23 +1,23 @@
 // store/layout.h
 //
-// TorchNeuron's cache layout (issue 27, items 1-4; the spec page "How an
-// unmodified TorchNeuron rank uses the NEFF cache", "Layout and key"), the
-// layout the store is moving to. WORK IN PROGRESS on branch issue27-layout:
-// these names are defined and tested here, and nothing uses them yet (the
-// store still writes libneuronxla's neuronxcc-{version}/MODULE_{key}/).
+// TorchNeuron's cache layout (the spec page "How an unmodified TorchNeuron
+// rank uses the NEFF cache", "Layout and key"; docs/ARCHITECTURE.md,
+// "On-disk layout"): the one layout of both stores, so unmodified ranks and
+// neffd share one cache.
 //
 //   {root}/{k0k1}/{k2k3}/{key}.neff      the artifact (hlo store: {key}.hlo),
 //                                        TorchNeuron's own file: an unmodified
 //                                        rank reads and writes it
 //   {root}/{k0k1}/{k2k3}/.tmp.*          TorchNeuron's temp files (mkstemp)
+//   {root}/{k0k1}/{k2k3}/.{key}.neff.tmp.*  neffd's temp files
 //   {root}/{k0k1}/{k2k3}/{key}.neffd/    neffd's records of the entry:
-//       done                             DoneRecord (size, sha256, producer,
-//                                        compiler version); written last
-//       log                              a recorded failure (retry-after)
+//       model.done                       DoneRecord (size, sha256, producer,
+//                                        compiler version, artifact inode);
+//                                        written last
+//       model.log                        a recorded failure (retry-after)
 //       compile_flags.json               key inputs
-//       lease                            the cross-host lease
-//   {root}/.neffd/                       store-wide records (gc lease,
-//                                        journals, clock, quarantine, trash)
+//       neffd.lease                      the cross-host lease
+//   {root}/.neffd/, quarantine/, .trash/ store-wide records and set-asides
 //
 // Why these names: TorchNeuron's clear removes every regular file whose name
 // ends in ".neff" and then empty shard directories; libneuronxla's cleanups
@@ -26,10 +26,12 @@
 // non-empty, so a clear removes exactly the artifacts: a cleared entry is a
 // record without an artifact (a miss; gc removes the record), never damage.
 //
-// Keys: a NEFF key is 32 lowercase hex digits (TorchNeuron's,
-// client/torchneuron_key.h) or 64 (neffd's sha256, client/key.h). An HLO key
-// is any EntryKey token of at least 4 characters whose first four are not
-// '.', so neither shard directory can be "." or "..".
+// Keys: the file name is the key. TorchNeuron's (32 lowercase hex digits,
+// client/torchneuron_key.h) and neffd's (64, client/key.h) are sharded by
+// their first four characters exactly as TorchNeuron shards them. Any other
+// EntryKey token (tests, HLO names such as "aten.add") is sharded by its
+// first four characters with '.' read as '_' and padded with '_', so no
+// shard directory is "." or "..".
 //
 // Thread-safe and pure.
 #ifndef NEFFD_STORE_LAYOUT_H_
@@ -52,10 +54,6 @@ inline constexpr absl::string_view kRecordsSuffix = ".neffd";
 // Store-wide records directory under the root.
 inline constexpr absl::string_view kStoreRecordsDir = ".neffd";
 
-// InvalidArgument naming "id.key" unless `key` is valid for `ns` in this
-// layout (see above).
-absl::Status ValidateLayoutKey(Namespace ns, absl::string_view key);
-
 // "{k0k1}/{k2k3}": the shard directories of a valid key, under the root.
 std::string ShardDir(absl::string_view key);
 // "{k0k1}/{k2k3}/{key}.neff" (or ".hlo"), relative to the root.
@@ -66,10 +64,13 @@ std::string RecordsRelDir(absl::string_view key);
 // What a name in a shard directory is: TorchNeuron's or neffd's, or neither
 // (anything else, left alone).
 enum class ShardName { kArtifact, kRecords, kTorchNeuronTemp, kOther };
-// Classifies `name` found in a shard directory of store `ns`; sets *key for
-// an artifact or records name.
-ShardName ClassifyShardName(Namespace ns, absl::string_view name,
-                            std::string* key);
+// Classifies `name` found in shard directory `shard` ("{k0k1}/{k2k3}") of
+// store `ns`; sets *key for an artifact or records name whose key belongs in
+// that shard.
+ShardName ClassifyShardName(Namespace ns, absl::string_view shard,
+                            absl::string_view name, std::string* key);
+// The artifact's extension in store `ns`: ".neff" or ".hlo".
+absl::string_view ArtifactExtension(Namespace ns);
 
 // What one lstat of the artifact showed.
 struct ArtifactSeen {
@@ -77,6 +78,7 @@ struct ArtifactSeen {
   bool regular = false;
   uint64_t size = 0;
   ino_t inode = 0;
+  int64_t ctime_ns = 0;
 };
 
 enum class Verdict {
@@ -85,8 +87,10 @@ enum class Verdict {
                      // a miss whose records gc removes
   kVersionMismatch,  // recorded for another compiler version: a miss
   kAdopt,            // an artifact no record describes (an unmodified
-                     // rank's put): hash it, record it, serve it
-  kVerify,           // recorded: check sha256 (once per file identity)
+                     // rank's put, or a file written since the record:
+                     // another inode or ctime): hash, record, serve it
+  kVerify,           // the recorded file: check sha256 (once per file
+                     // identity)
   kDamage,           // quarantine, with `reason`
 };
 

@@ -24,37 +24,35 @@ TEST(LayoutTest, PathsAreTorchNeuronsShards) {
             "c4/96/c496e666b3b31b0b526f14746a3df645.neffd");
 }
 
-TEST(LayoutTest, NeffKeysAre32Or64LowercaseHexDigits) {
-  EXPECT_TRUE(ValidateLayoutKey(Namespace::kNeff, kTorchNeuronKey).ok());
-  EXPECT_TRUE(ValidateLayoutKey(Namespace::kNeff, kNeffdKey).ok());
-  for (const std::string& bad :
-       {std::string("cafe"), std::string(31, 'a'), std::string(33, 'a'),
-        std::string(32, 'A'), std::string(32, 'g'), std::string("../x")}) {
-    absl::Status s = ValidateLayoutKey(Namespace::kNeff, bad);
-    EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad;
-    EXPECT_NE(s.message().find("id.key"), absl::string_view::npos) << s;
-  }
-  EXPECT_TRUE(ValidateLayoutKey(Namespace::kHlo, "aten.add").ok());
-  EXPECT_FALSE(ValidateLayoutKey(Namespace::kHlo, "a..b").ok());  // ".."
-  EXPECT_FALSE(ValidateLayoutKey(Namespace::kHlo, "abc").ok());
+TEST(LayoutTest, OtherKeysAreShardedByTheirFirstFourCharacters) {
+  EXPECT_EQ(ShardDir(kNeffdKey), "aa/aa");
+  EXPECT_EQ(ShardDir("k"), "k_/__");
+  EXPECT_EQ(ShardDir("..ab"), "__/ab");  // never "." or ".."
+  EXPECT_EQ(ArtifactRelPath(Namespace::kNeff, "k1"), "k1/__/k1.neff");
 }
 
 TEST(LayoutTest, ShardNamesAreClassified) {
   std::string key;
-  EXPECT_EQ(ClassifyShardName(Namespace::kNeff,
+  EXPECT_EQ(ClassifyShardName(Namespace::kNeff, "c4/96",
                               std::string(kTorchNeuronKey) + ".neff", &key),
             ShardName::kArtifact);
   EXPECT_EQ(key, kTorchNeuronKey);
-  EXPECT_EQ(ClassifyShardName(Namespace::kNeff, kNeffdKey + ".neffd", &key),
-            ShardName::kRecords);
-  EXPECT_EQ(key, kNeffdKey);
-  EXPECT_EQ(ClassifyShardName(Namespace::kNeff, ".tmp.Ab12Cd", &key),
-            ShardName::kTorchNeuronTemp);
-  EXPECT_EQ(ClassifyShardName(Namespace::kNeff, "cafe.neff", &key),
-            ShardName::kOther);
   EXPECT_EQ(
-      ClassifyShardName(Namespace::kNeff, "model.hlo_module.pb.lock", &key),
-      ShardName::kOther);
+      ClassifyShardName(Namespace::kNeff, "aa/aa", kNeffdKey + ".neffd", &key),
+      ShardName::kRecords);
+  EXPECT_EQ(key, kNeffdKey);
+  EXPECT_EQ(ClassifyShardName(Namespace::kNeff, "c4/96", ".tmp.Ab12Cd", &key),
+            ShardName::kTorchNeuronTemp);
+  // A key outside its shard is not this store's entry.
+  EXPECT_EQ(ClassifyShardName(Namespace::kNeff, "c4/96", "cafe.neff", &key),
+            ShardName::kOther);
+  EXPECT_EQ(ClassifyShardName(Namespace::kNeff, "ca/fe", "cafe.neff", &key),
+            ShardName::kArtifact);
+  EXPECT_EQ(ClassifyShardName(Namespace::kHlo, "ca/fe", "cafe.neff", &key),
+            ShardName::kOther);
+  EXPECT_EQ(ClassifyShardName(Namespace::kNeff, "mo/de",
+                              "model.hlo_module.pb.lock", &key),
+            ShardName::kOther);
 }
 
 // The spec page's clear: every regular file ending in ".neff" removed, then
@@ -63,7 +61,8 @@ TEST(LayoutTest, TorchNeuronsClearRemovesArtifactsAndNoRecord) {
   const std::string root = test_support::TestTempDir();
   const std::string records = root + "/" + RecordsRelDir(kTorchNeuronKey);
   fs::create_directories(records);
-  for (const char* name : {"done", "log", "compile_flags.json", "lease"}) {
+  for (const char* name :
+       {"model.done", "model.log", "compile_flags.json", "neffd.lease"}) {
     std::ofstream(records + "/" + name) << "x";
   }
   std::ofstream(root + "/" + ArtifactRelPath(Namespace::kNeff, kTorchNeuronKey))
@@ -75,7 +74,8 @@ TEST(LayoutTest, TorchNeuronsClearRemovesArtifactsAndNoRecord) {
   }
   EXPECT_FALSE(fs::exists(root + "/" +
                           ArtifactRelPath(Namespace::kNeff, kTorchNeuronKey)));
-  for (const char* name : {"done", "log", "compile_flags.json", "lease"}) {
+  for (const char* name :
+       {"model.done", "model.log", "compile_flags.json", "neffd.lease"}) {
     EXPECT_TRUE(fs::exists(records + "/" + name)) << name;
   }
 }
@@ -117,6 +117,11 @@ TEST_F(JudgeEntryTest, AnUnmodifiedRanksArtifactIsAdopted) {
   // ...and again when a rank's put replaced a recorded one (new inode).
   const v1::DoneRecord done = Done(9, "2.19", /*inode=*/3);
   EXPECT_EQ(Judge(File(4, /*inode=*/8), &done).verdict, Verdict::kAdopt);
+  // ...or wrote it after a clear, on the freed inode (another ctime).
+  ArtifactSeen rewritten = File(4);
+  rewritten.ctime_ns = 99;
+  const v1::DoneRecord same_inode = Done(9);
+  EXPECT_EQ(Judge(rewritten, &same_inode).verdict, Verdict::kAdopt);
 }
 
 TEST_F(JudgeEntryTest, TheCompilerVersionIsCheckedUnlessEitherIsEmpty) {
