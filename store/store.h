@@ -299,6 +299,26 @@ class Store {
                                         absl::Time now);
   // Breaks one lock file of the entry (rename, then unlink).
   absl::Status RemoveLockFile(const EntryKey &id, const std::string &name);
+  // --- Migration from the layout before TorchNeuron's ---
+  //
+  // neffd before issue 27 wrote {root}/neuronxcc-{version}/MODULE_{key}/
+  // (model.neff | model.hlo, model.done, compile_flags.json, model.log).
+
+  // Calls `visit` for every such directory whose names are valid.
+  absl::Status ForEachOldLayoutEntry(
+      const std::function<bool(const EntryKey &)> &visit) const;
+  enum class Migration {
+    kMoved,        // its artifact renamed into this layout and recorded
+    kLocked,       // a lock or lease file in it: left for its holder
+    kIncomplete,   // no non-empty artifact: left alone
+    kAlreadyHere,  // this layout has the key already: left alone
+    kDamaged,      // its bytes do not match its old record: quarantined
+  };
+  // Moves one old-layout entry in: its artifact by rename (no copy), its key
+  // inputs, and a record verified against the old one (its producer and
+  // metadata kept); then removes the old directory.
+  absl::StatusOr<Migration> MigrateOldLayoutEntry(const EntryKey &id);
+
   // The shared filesystem's clock: the mtime of a file just touched here.
   absl::StatusOr<absl::Time> FilesystemNow() const;
 
@@ -323,6 +343,8 @@ class Store {
 
   // A fresh, unique place under {root}/quarantine/ for a damaged `id`.
   std::string QuarantineTarget(const EntryKey &id) const;
+  // {root}/neuronxcc-{version}/MODULE_{key}: `id`'s old-layout directory.
+  std::string OldLayoutDir(const EntryKey &id) const;
   // Moves what stands at the entry's record names but is not what belongs
   // there (a records "directory" that is a file; compile_flags.json,
   // model.log that are not regular files) to quarantine/: a publisher would

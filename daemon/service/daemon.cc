@@ -201,7 +201,7 @@ void Daemon::Parts::BuildLockTable() {
   file_options.host_id = options.host_id;
   file_options.stale_after = options.lease_ttl;
   file_options.entry_dir = [catalog = catalog.get()](const EntryKey &id) {
-    return catalog->StoreFor(id).EntryDir(id);
+    return catalog->StoreFor(id).RecordsDir(id);
   };
   file_options.quarantine_dir = [catalog = catalog.get()](const EntryKey &id) {
     return catalog->StoreFor(id).root() + "/quarantine";
