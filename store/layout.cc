@@ -62,13 +62,9 @@ Judgement JudgeEntry(Namespace ns, absl::string_view key,
     return {Verdict::kVersionMismatch, ""};
   }
   // A put replaces the artifact whole by a rename (TorchNeuron's and
-  // neffd's alike), or writes it afresh after a clear, maybe on the freed
-  // inode: a file written since the record is a new artifact to record,
-  // never damage. TorchNeuron writes no artifact in place.
-  if (done->artifact_inode() != artifact.inode ||
-      done->artifact_ctime_ns() != artifact.ctime_ns) {
-    return {Verdict::kAdopt, ""};
-  }
+  // neffd's alike): another inode is a new artifact to record, never
+  // damage. TorchNeuron writes no artifact in place.
+  if (done->artifact_inode() != artifact.inode) return {Verdict::kAdopt, ""};
   if (done->size() != artifact.size) {
     return {Verdict::kDamage,
             absl::StrCat(name, " is ", artifact.size,

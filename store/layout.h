@@ -78,17 +78,17 @@ struct ArtifactSeen {
   bool regular = false;
   uint64_t size = 0;
   ino_t inode = 0;
-  int64_t ctime_ns = 0;
 };
 
 enum class Verdict {
   kMiss,             // nothing there, or an empty file (as for TorchNeuron)
   kCleared,          // records without an artifact: a clear, not damage;
-                     // a miss whose records gc removes
+                     // a miss; the lookup drops the stale model.done (so
+                     // a put on the freed inode is adopted), gc the rest
   kVersionMismatch,  // recorded for another compiler version: a miss
   kAdopt,            // an artifact no record describes (an unmodified
-                     // rank's put, or a file written since the record:
-                     // another inode or ctime): hash, record, serve it
+                     // rank's put, or a replaced one: another inode):
+                     // hash, record, serve it
   kVerify,           // the recorded file: check sha256 (once per file
                      // identity)
   kDamage,           // quarantine, with `reason`

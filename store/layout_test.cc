@@ -117,11 +117,6 @@ TEST_F(JudgeEntryTest, AnUnmodifiedRanksArtifactIsAdopted) {
   // ...and again when a rank's put replaced a recorded one (new inode).
   const v1::DoneRecord done = Done(9, "2.19", /*inode=*/3);
   EXPECT_EQ(Judge(File(4, /*inode=*/8), &done).verdict, Verdict::kAdopt);
-  // ...or wrote it after a clear, on the freed inode (another ctime).
-  ArtifactSeen rewritten = File(4);
-  rewritten.ctime_ns = 99;
-  const v1::DoneRecord same_inode = Done(9);
-  EXPECT_EQ(Judge(rewritten, &same_inode).verdict, Verdict::kAdopt);
 }
 
 TEST_F(JudgeEntryTest, TheCompilerVersionIsCheckedUnlessEitherIsEmpty) {

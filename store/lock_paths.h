@@ -31,13 +31,6 @@ namespace neffd {
 // either.
 inline constexpr char kLeaseFileName[] = "neffd.lease";
 
-// The lease file's name before issue 27, which is also libneuronxla's own
-// lock file. For one release a live file of that name (an older daemon's
-// lease during a rolling upgrade, or a libneuronxla process compiling) still
-// holds the key, and gc and import count it as a lock
-// (docs/ARCHITECTURE.md, "A cross-host lease").
-inline constexpr char kLegacyLeaseFileName[] = "model.hlo_module.pb.lock";
-
 // True for a lock or lease file's name in an entry directory: neffd's lease
 // or any `*.lock` (an older daemon's lease, libneuronxla's locks).
 bool IsLockFileName(absl::string_view name);

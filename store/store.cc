@@ -133,7 +133,6 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
     seen.regular = true;
     seen.size = opened->st.st_size;
     seen.inode = opened->st.st_ino;
-    seen.ctime_ns = IdentityOf(opened->st).ctime_ns;
   }
   if (seen.regular && seen.size == 0) return miss();  // as for TorchNeuron
 
@@ -155,7 +154,12 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
                  id.compiler_version());
   switch (judged.verdict) {
     case Verdict::kMiss:
+      return miss();
     case Verdict::kCleared:
+      // The record outlived its artifact (TorchNeuron's clear): drop it, so
+      // a put that reuses the freed inode is adopted, not judged by it. The
+      // records directory stays: it may hold a publisher's lease.
+      if (on_damage == OnDamage::kQuarantine) (void)env_.Unlink(paths.done());
       return miss();
     case Verdict::kVersionMismatch:
       return miss(absl::StrCat(" (recorded for compiler version ",
@@ -197,7 +201,8 @@ absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey &id,
                        "; model.done says ", done->sha256()),
           on_damage);
     }
-    return StoredEntry{EntryFromDone(id, path, *done), IdentityOf(before)};
+    return StoredEntry{EntryFromDone(id, path, *done), IdentityOf(before),
+                       false};
   }
   // An artifact no record describes: an unmodified rank's put, or a publish
   // whose verified bytes were renamed in before a crash. Its bytes are what
@@ -211,19 +216,18 @@ absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey &id,
   adopted.set_compiler_version(id.compiler_version());
   adopted.set_key(id.key());
   adopted.set_artifact_inode(before.st_ino);
-  adopted.set_artifact_ctime_ns(IdentityOf(before).ctime_ns);
   struct stat lease;
   // A lease out means a publish may be writing its own record (with its
   // producer and key inputs) right now: serve, but leave recording to it.
   const bool publishing = env_.Lstat(paths.lease(), &lease).ok();
+  bool recorded = false;
   if (on_damage == OnDamage::kQuarantine && !publishing) {
-    if (absl::Status s =
-            MakeGroupDirs(paths.records_dir, kSharedDirMode, &env_);
-        s.ok()) {
-      (void)WriteDone(id, adopted);  // unrecorded: adopted again next time
-    }
+    // Unrecorded (no permission, a full disk): adopted again next time.
+    recorded = MakeGroupDirs(paths.records_dir, kSharedDirMode, &env_).ok() &&
+               WriteDone(id, adopted).ok();
   }
-  return StoredEntry{EntryFromDone(id, path, adopted), IdentityOf(before)};
+  return StoredEntry{EntryFromDone(id, path, adopted), IdentityOf(before),
+                     recorded};
 }
 
 absl::StatusOr<PublishResult> Store::PublishFromFd(
@@ -328,7 +332,6 @@ absl::StatusOr<PublishResult> Store::Publish(
   done.set_compiler_version(id.compiler_version());
   done.set_key(id.key());
   done.set_artifact_inode(st.st_ino);
-  done.set_artifact_ctime_ns(IdentityOf(st).ctime_ns);
   done.mutable_metadata()->insert(md.begin(), md.end());
   // The artifact's name is durable before model.done may name it; the key
   // inputs go before model.done, so a complete entry always has them.
@@ -352,7 +355,8 @@ absl::StatusOr<PublishResult> Store::Publish(
   }
   (void)env_.Unlink(paths.log());
   return PublishResult{
-      StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)}, false};
+      StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st), false},
+      false};
 }
 
 absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {

@@ -100,6 +100,9 @@ FileIdentity IdentityOf(const struct stat &st);
 struct StoredEntry {
   v1::Entry entry;
   FileIdentity identity;  // of the artifact, as verified
+  // This Find recorded an artifact no record described (an unmodified
+  // rank's put): a new entry as far as neffd's tiers know.
+  bool adopted = false;
 };
 
 struct Producer {

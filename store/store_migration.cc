@@ -63,8 +63,8 @@ absl::StatusOr<Store::Migration> Store::MigrateOldLayoutEntry(
   if (env_.Lstat(paths.artifact(), &st).ok()) return Migration::kAlreadyHere;
   // The old record, if it is one (libneuronxla's marker is empty).
   std::optional<v1::DoneRecord> old_done;
-  absl::StatusOr<std::string> text =
-      ReadSmallFile(absl::StrCat(dir, "/model.done"), kMaxOldRecordBytes, &env_);
+  absl::StatusOr<std::string> text = ReadSmallFile(
+      absl::StrCat(dir, "/model.done"), kMaxOldRecordBytes, &env_);
   if (text.ok() && !text->empty()) {
     absl::StatusOr<v1::DoneRecord> parsed = ParseDoneRecord(*text);
     if (parsed.ok()) old_done = *std::move(parsed);
@@ -87,19 +87,21 @@ absl::StatusOr<Store::Migration> Store::MigrateOldLayoutEntry(
   absl::StatusOr<StoredEntry> found = Find(id);
   if (!found.ok()) return found.status();
   if (old_done.has_value()) {
-    if (old_done->sha256() != found->entry.sha256()) {
+    if (old_done->sha256() != found->entry.sha256() ||
+        old_done->size() != found->entry.size()) {
       absl::StatusOr<std::string> moved = Quarantine(
-          id, absl::StrCat("migrated artifact sha256 is ",
-                           found->entry.sha256(), "; its old model.done says ",
-                           old_done->sha256()));
+          id, absl::StrCat("migrated artifact is ", found->entry.size(),
+                           " bytes, sha256 ", found->entry.sha256(),
+                           "; its old model.done says ", old_done->size(),
+                           " bytes, sha256 ", old_done->sha256()));
       if (!moved.ok()) return moved.status();
+      (void)RemoveTree(paths.records_dir, &env_);
       (void)RemoveTree(dir, &env_);
       return Migration::kDamaged;
     }
     old_done->set_compiler_version(id.compiler_version());
     old_done->set_key(id.key());
     old_done->set_artifact_inode(found->identity.inode);
-    old_done->set_artifact_ctime_ns(found->identity.ctime_ns);
     if (absl::Status s = WriteDone(id, *old_done); !s.ok()) return s;
   }
   (void)RemoveTree(dir, &env_);

@@ -267,6 +267,14 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
       RemoteTier::Open(options.remote, std::move(remote_parts));
   if (!opened.ok()) return opened.status();
   remote = *std::move(opened);
+  // An unmodified rank's entry goes up to S3 as a publish does.
+  catalog->SetAdoptionObserver(
+      [remote = remote.get()](const EntryKey &id, const v1::Entry &entry) {
+        std::unique_ptr<PublishIntent> upload = remote->NewUploadIntent();
+        if (upload == nullptr) return;
+        upload->Begin(id, entry.size(), entry.sha256());
+        upload->End(/*stored=*/true);
+      });
   return absl::OkStatus();
 }
 

@@ -169,8 +169,9 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
       state.done_mtime = state.artifact_mtime;
     }
     // Records left without their artifact: TorchNeuron's cache clear (which
-    // removes every *.neff) or a removal by hand. They describe nothing.
-    if (!state.has_artifact && state.has_done && !state.has_log && !leased &&
+    // removes every *.neff) or a removal by hand. They describe nothing;
+    // a publish in flight holds a lease, and a failure its model.log.
+    if (state.exists && !state.has_artifact && !state.has_log && !leased &&
         state.temp_files.empty()) {
       if (request.dry_run() || store.Remove(id).ok()) {
         removed_leftovers.set_cleared_records(

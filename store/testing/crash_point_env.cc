@@ -11,13 +11,13 @@ namespace neffd {
 
 const std::vector<CrashPoint>& PublishCrashPoints() {
   static const auto* const points = new std::vector<CrashPoint>{
-      {"temp_written", FsOp::kSync, ".neff.tmp.", 1, false},
-      {"data_synced", FsOp::kSync, ".neff.tmp.", 1, true},
-      {"renamed", FsOp::kRename, ".neff.tmp.", 1, true},
+      {"temp_written", FsOp::kSync, ".neff.tmp.", 1, false, ""},
+      {"data_synced", FsOp::kSync, ".neff.tmp.", 1, true, ""},
+      {"renamed", FsOp::kRename, ".neff.tmp.", 1, true, ""},
       {"dir_synced", FsOp::kSyncDir, "/", 1, true, ".neff.tmp."},
-      {"done_written", FsOp::kSync, ".model.done.tmp.", 1, false},
-      {"done_synced", FsOp::kSync, ".model.done.tmp.", 1, true},
-      {"done_renamed", FsOp::kRename, ".model.done.tmp.", 1, true},
+      {"done_written", FsOp::kSync, ".model.done.tmp.", 1, false, ""},
+      {"done_synced", FsOp::kSync, ".model.done.tmp.", 1, true, ""},
+      {"done_renamed", FsOp::kRename, ".model.done.tmp.", 1, true, ""},
       {"published", FsOp::kSyncDir, ".neffd", 1, true, ".model.done.tmp."},
   };
   return *points;

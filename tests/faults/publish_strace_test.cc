@@ -1,7 +1,7 @@
 // PUBLISHED means durable, as the kernel sees it (issue 18, part 3): a real
 // neffd is traced with `strace -f -yy` (attached by pid) during one staged
 // publish. The trace shows the artifact's data fsynced, then its rename to
-// model.neff, model.done's data fsynced, its rename, and the entry
+// {key}.neff, model.done's data fsynced, its rename, and the records
 // directory fsynced, and no byte sent on the unix socket between the first
 // of those syncs and the last: the PUBLISHED response goes out after them.
 #include <signal.h>
@@ -107,24 +107,23 @@ TEST(PublishStraceTest, DataDoneAndDirectorySyncedBeforePublishedIsSent) {
     return found;
   };
   const Call* data_synced = find([](const Call& c) {
-    return IsSync(c) &&
-           absl::StrContains(c.text, "MODULE_synced/.model.neff.tmp.");
+    return IsSync(c) && absl::StrContains(c.text, "sy/nc/.synced.neff.tmp.");
   });
   const Call* artifact_renamed = find([](const Call& c) {
     return absl::StrContains(c.text, "rename") &&
-           absl::StrContains(c.text, "MODULE_synced/model.neff\"");
+           absl::StrContains(c.text, "sy/nc/synced.neff\"");
   });
   const Call* done_synced = find([](const Call& c) {
     return IsSync(c) &&
-           absl::StrContains(c.text, "MODULE_synced/.model.done.tmp.");
+           absl::StrContains(c.text, "synced.neffd/.model.done.tmp.");
   });
   const Call* done_renamed = find([](const Call& c) {
     return absl::StrContains(c.text, "rename") &&
-           absl::StrContains(c.text, "MODULE_synced/model.done\"");
+           absl::StrContains(c.text, "synced.neffd/model.done\"");
   });
   const Call* dir_synced = find(
       [](const Call& c) {
-        return IsSync(c) && absl::StrContains(c.text, "MODULE_synced>)");
+        return IsSync(c) && absl::StrContains(c.text, "synced.neffd>)");
       },
       /*last=*/true);
   const std::string log = ReadFile(trace);
