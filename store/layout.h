@@ -83,8 +83,7 @@ struct ArtifactSeen {
 enum class Verdict {
   kMiss,             // nothing there, or an empty file (as for TorchNeuron)
   kCleared,          // records without an artifact: a clear, not damage;
-                     // a miss; the lookup drops the stale model.done (so
-                     // a put on the freed inode is adopted), gc the rest
+                     // a miss whose records gc removes
   kVersionMismatch,  // recorded for another compiler version: a miss
   kAdopt,            // an artifact no record describes (an unmodified
                      // rank's put, or a replaced one: another inode):

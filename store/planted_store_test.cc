@@ -104,10 +104,17 @@ TEST_F(PlantedStoreTest, PlantedArtifactOrDoneRecordIsNeverServedAndHeals) {
       const std::string path = file == "model.neff"
                                    ? store_->ArtifactPath(id)
                                    : store_->PathsOf(id).done();
-      fs::remove(path);
-      test_support::Plant(path, shape);
-      if (file == "model.neff" && (shape == PlantedShape::kHugeRecord ||
-                                   shape == PlantedShape::kTruncatedRecord)) {
+      const bool regular = shape == PlantedShape::kHugeRecord ||
+                           shape == PlantedShape::kTruncatedRecord;
+      if (file == "model.neff" && regular) {
+        // Put as TorchNeuron puts: a new file renamed over the old one.
+        test_support::Plant(path + ".put", shape);
+        fs::rename(path + ".put", path);
+      } else {
+        fs::remove(path);
+        test_support::Plant(path, shape);
+      }
+      if (file == "model.neff" && regular) {
         // A regular file put in the artifact's place is how an unmodified
         // TorchNeuron rank writes: a new artifact, adopted, not damage.
         absl::StatusOr<StoredEntry> adopted = store_->Find(id);

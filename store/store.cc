@@ -155,11 +155,7 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
   switch (judged.verdict) {
     case Verdict::kMiss:
       return miss();
-    case Verdict::kCleared:
-      // The record outlived its artifact (TorchNeuron's clear): drop it, so
-      // a put that reuses the freed inode is adopted, not judged by it. The
-      // records directory stays: it may hold a publisher's lease.
-      if (on_damage == OnDamage::kQuarantine) (void)env_.Unlink(paths.done());
+    case Verdict::kCleared:  // TorchNeuron's clear: gc removes the records
       return miss();
     case Verdict::kVersionMismatch:
       return miss(absl::StrCat(" (recorded for compiler version ",

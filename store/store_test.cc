@@ -248,10 +248,8 @@ TEST_F(StoreTest, AClearedEntryIsAMissNotDamage) {
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
   EXPECT_EQ(store_->quarantined(), 0u);
   EXPECT_FALSE(fs::exists(root_ + "/quarantine"));
-  // The stale record goes (a put on the freed inode is a new artifact); the
-  // records directory stays for gc (it may hold a publisher's lease).
-  EXPECT_FALSE(Inspect().has_done);
-  EXPECT_TRUE(Inspect().exists);
+  // The records stay for gc (one open is the whole miss).
+  EXPECT_TRUE(Inspect().has_done);
   // The next publish fills it again.
   absl::StatusOr<PublishResult> again = Put(id_, "0123456789");
   ASSERT_TRUE(again.ok()) << again.status();
