@@ -143,9 +143,9 @@ TEST_F(StalledStoreTest, OneStalledKeyDelaysNothingElse) {
   // lookups of it that hang in the store: every call on its directory
   // blocks from now on.
   Grant("stalled");
-  env_.Stall(FsOp::kTouch, "/stalled");
+  env_.Stall(FsOp::kTouch, "/stalled.neff");
   ASSERT_TRUE(env_.AwaitStalled(kTtl));
-  env_.Stall(std::nullopt, "/stalled");
+  env_.Stall(std::nullopt, "/stalled.neff");
   std::vector<std::thread> stuck;
   for (int i = 0; i < 16; ++i) {
     stuck.emplace_back([&] {

@@ -187,7 +187,7 @@ TEST_F(RefusedPublishTest, LeavesNoRowAndUploadsNothing) {
   ASSERT_EQ(UploadedAll(daemon, *s3_, 1), absl::OkStatus())
       << daemon.process().Stderr();
   ExpectInS3("good", NeffBytes("good"));
-  EXPECT_EQ(RequestsNaming(*s3_, ObjectName("refused", "model.neff")), 0)
+  EXPECT_EQ(RequestsNaming(*s3_, ObjectName("refused", "model.neff") + " "), 0)
       << absl::StrJoin(s3_->RequestLog(), "\n");
   EXPECT_EQ(CountWrites(*s3_), 2) << absl::StrJoin(s3_->RequestLog(), "\n");
 
