@@ -281,9 +281,10 @@ class Store {
 
   // --- Maintenance (store_maintenance.cc) ---
 
-  // Calls `visit` (with an empty compiler version) for every key that has an
-  // artifact or a records directory in its own shard; stops early when
-  // `visit` returns false. Lists every shard directory: maintenance only.
+  // Calls `visit` for every key that has an artifact or a records directory
+  // in its own shard, with the compiler version its model.done records
+  // (empty without one); stops early when `visit` returns false. Lists every
+  // shard directory and reads each model.done: maintenance only.
   absl::Status ForEachEntry(
       const std::function<bool(const EntryKey &)> &visit) const;
   EntryState Inspect(const EntryKey &id) const;

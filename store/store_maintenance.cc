@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "store/done_record.h"
 #include "store/file_util.h"
 #include "store/layout.h"
 #include "store/store.h"
@@ -68,8 +69,19 @@ absl::Status Store::ForEachEntry(
         }
       }
       for (const std::string &key : keys) {
+        // The version the entry was recorded for, so the index, the access
+        // journals and this host's last uses (keyed by it) know the entry.
+        std::string version;
+        absl::StatusOr<std::string> done = ReadSmallFile(
+            absl::StrCat(options_.root, "/", RecordsRelDir(key), "/model.done"),
+            1 << 20, &env_);
+        if (done.ok() && !done->empty()) {
+          absl::StatusOr<v1::DoneRecord> record = ParseDoneRecord(*done);
+          if (record.ok()) version = record->compiler_version();
+        }
         absl::StatusOr<EntryKey> id =
-            EntryKey::Parse(NamespaceName(options_.ns), "", key);
+            EntryKey::Parse(NamespaceName(options_.ns), version, key);
+        if (!id.ok()) id = EntryKey::Parse(NamespaceName(options_.ns), "", key);
         if (!id.ok()) continue;  // not ours to touch
         if (!visit(*id)) return absl::OkStatus();
       }
