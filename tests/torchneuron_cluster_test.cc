@@ -98,30 +98,25 @@ class TorchNeuronClusterTest : public ::testing::Test {
     return absl::StrCat("exit ", r.exit_code, ": ", r.out, r.err);
   }
 
-  // The daemon's metadata operations on the shared store so far.
-  uint64_t StoreOps(size_t h) {
-    CommandResult r = RunCommand({Runfile("client/neffctl"),
-                                  "--address=" + cluster_->host(h).address(),
-                                  "--json", "stats"});
-    const std::string field = "\"store_metadata_ops\":\"";
-    const size_t at = r.out.find(field);
-    uint64_t ops = 0;
-    if (at != std::string::npos) {
-      (void)absl::SimpleAtoi(
-          r.out.substr(at + field.size(),
-                       r.out.find('"', at + field.size()) - at - field.size()),
-          &ops);
-    }
-    return ops;
-  }
-
-  uint64_t Quarantined(size_t h) {
+  // A counter of `neffctl --json stats` on host `h`.
+  uint64_t StatsField(size_t h, const std::string& name) {
     CommandResult r = RunCommand({Runfile("client/neffctl"),
                                   "--address=" + cluster_->host(h).address(),
                                   "--json", "stats"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return absl::StrContains(r.out, "\"quarantined\"") ? 1 : 0;
+    const std::string field = "\"" + name + "\":\"";
+    const size_t at = r.out.find(field);
+    uint64_t value = 0;
+    if (at != std::string::npos) {
+      const size_t from = at + field.size();
+      (void)absl::SimpleAtoi(r.out.substr(from, r.out.find('"', from) - from),
+                             &value);
+    }
+    return value;
   }
+  // The daemon's metadata operations on the shared store so far.
+  uint64_t StoreOps(size_t h) { return StatsField(h, "store_metadata_ops"); }
+  uint64_t Quarantined(size_t h) { return StatsField(h, "quarantined"); }
 
   // TorchNeuron's clear, as the spec page states it: every regular file
   // whose name ends in ".neff", then empty shard directories two deep.
