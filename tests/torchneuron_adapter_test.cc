@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
+#include "tests/torchneuron_host.h"
 
 namespace neffd::test_support {
 namespace {
@@ -39,15 +40,9 @@ std::vector<std::string> Keys() {
   return keys;
 }
 
-class TorchNeuronAdapterTest : public ::testing::TestWithParam<bool> {
+class TorchNeuronAdapterTest
+    : public TorchNeuronHost<::testing::TestWithParam<bool>> {
  protected:
-  void SetUp() override {
-    root_ = TestTempDir();
-    daemon_ = std::make_unique<DaemonProcess>(
-        root_, std::vector<std::string>{"--poll_interval=0.2"});
-    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
-  }
-
   std::vector<std::string> Env() const {
     std::vector<std::string> env = NeffclientPythonEnv(GetParam());
     env.push_back("NEFFD_ADDRESS=" + address_);
@@ -67,17 +62,8 @@ class TorchNeuronAdapterTest : public ::testing::TestWithParam<bool> {
   }
 
   // The NEFF is the adapter ranks' ("NEFF:<key>"), so both kinds agree.
-  std::unique_ptr<Process> UnmodifiedRank(const std::string& key) {
-    return std::make_unique<Process>(std::vector<std::string>{
-        "/usr/bin/python3", Runfile("tests/torchneuron_rank.py"),
-        "--cache_dir=" + daemon_->neff_dir(),
-        "--local_dir=" + daemon_->local_dir(), "--key=" + key,
-        "--neff=NEFF:" + key});
-  }
-
-  static bool Said(Process& p, const std::string& line) {
-    return WaitUntil([&] { return absl::StrContains(p.Stdout(), line); },
-                     absl::Seconds(60));
+  std::unique_ptr<Process> Rank(const std::string& key) {
+    return UnmodifiedRank(key, "", "NEFF:" + key);
   }
 
   // Starts both kinds of rank on every key, waits for all, and returns who
@@ -103,7 +89,7 @@ class TorchNeuronAdapterTest : public ::testing::TestWithParam<bool> {
         absl::Seconds(60)));
     for (int r = 0; r < kUnmodifiedRanksPerKey; ++r) {
       for (const std::string& key : keys) {
-        unmodified.emplace_back(key, UnmodifiedRank(key));
+        unmodified.emplace_back(key, Rank(key));
       }
     }
     std::map<std::string, std::vector<std::string>> compiles;
@@ -145,8 +131,6 @@ class TorchNeuronAdapterTest : public ::testing::TestWithParam<bool> {
     EXPECT_GE(by_adapter, 1);  // the key an adapter rank held first
   }
 
-  std::string root_;
-  std::unique_ptr<DaemonProcess> daemon_;
   std::string address_;
 };
 
@@ -186,7 +170,7 @@ TEST_P(TorchNeuronAdapterTest, AnUnmodifiedRankWaitsForTheLeaseThenReads) {
   // The adapter rank holds neffd's lease on the key.
   ASSERT_EQ(GetLocks(*daemon_).leases_size(), 1);
 
-  std::unique_ptr<Process> rank = UnmodifiedRank(key);
+  std::unique_ptr<Process> rank = Rank(key);
   ASSERT_TRUE(Said(*rank, "WAITING")) << rank->Stderr();
   EXPECT_FALSE(absl::StrContains(rank->Stdout(), "LOCKED"));
   WriteFile(release, "");

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
+#include "tests/torchneuron_host.h"
 
 namespace neffd::test_support {
 namespace {
@@ -28,15 +29,8 @@ constexpr char kVersion[] = "2.19.8089.0";
 constexpr char kKeyA[] = "0123456789abcdef0123456789abcdef";
 constexpr char kKeyB[] = "fedcba9876543210fedcba9876543210";
 
-class TorchNeuronCacheTest : public ::testing::Test {
+class TorchNeuronCacheTest : public TorchNeuronHost<::testing::Test> {
  protected:
-  void SetUp() override {
-    root_ = TestTempDir();
-    daemon_ = std::make_unique<DaemonProcess>(
-        root_, std::vector<std::string>{"--poll_interval=0.2"});
-    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
-  }
-
   CacheClientOptions Options(const std::string& address) const {
     CacheClientOptions o;
     o.address = address;
@@ -56,23 +50,10 @@ class TorchNeuronCacheTest : public ::testing::Test {
         std::make_unique<CacheClient>(Options(address)), kVersion);
   }
 
-  // An unmodified TorchNeuron rank asking for `key` on this host.
+  // An unmodified rank that writes "rank's <key>" when it compiles.
   std::unique_ptr<Process> Rank(const std::string& key,
                                 const std::string& hold_until = "") {
-    std::vector<std::string> argv = {"/usr/bin/python3",
-                                     Runfile("tests/torchneuron_rank.py"),
-                                     "--cache_dir=" + daemon_->neff_dir(),
-                                     "--local_dir=" + daemon_->local_dir(),
-                                     "--key=" + key,
-                                     "--neff=rank's " + key};
-    if (!hold_until.empty()) argv.push_back("--hold_until=" + hold_until);
-    return std::make_unique<Process>(argv);
-  }
-
-  // Waits until `p` printed `event`.
-  static bool Said(Process& p, const std::string& event) {
-    return WaitUntil([&] { return absl::StrContains(p.Stdout(), event); },
-                     absl::Seconds(30));
+    return UnmodifiedRank(key, hold_until, "rank's " + key);
   }
 
   // Puts `neff` under the lock while an unmodified rank waits for it; the
@@ -92,9 +73,6 @@ class TorchNeuronCacheTest : public ::testing::Test {
     EXPECT_EQ(rank->Stdout(), "WAITING\nLOCKED\nHIT\nRELEASED\n");
     EXPECT_EQ(ReadFile(cache.EntryPath(key)), "adapter's neff");
   }
-
-  std::string root_;
-  std::unique_ptr<DaemonProcess> daemon_;
 };
 
 TEST_F(TorchNeuronCacheTest, PutGetExistsRemoveInTorchNeuronsLayout) {
