@@ -196,13 +196,6 @@ TorchNeuronCache::AcquireLock(absl::string_view key, absl::Duration timeout) {
   absl::StatusOr<EntryKey> id = Id(key);
   if (!id.ok()) return id.status();
   if (timeout < absl::ZeroDuration()) timeout = client_->options().lock_timeout;
-  {
-    absl::MutexLock lock(&mu_);
-    if (locks_.count(std::string(key)) > 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the compile lock on ", key, " is held by this process already"));
-    }
-  }
   LockAnswer answer;
   bool fallback = !client_->options().use_daemon, counted = false;
   absl::Status s = client_->OnBackend(fallback, counted, [&](Backend& b) {
@@ -232,6 +225,7 @@ TorchNeuronCache::AcquireLock(absl::string_view key, absl::Duration timeout) {
       this, std::string(key), std::move(answer.lease)));
   absl::MutexLock lock(&mu_);
   if (!locks_.emplace(std::string(key), held.get()).second) {
+    // Only after a Put here ended the lease while its lock lives on.
     return absl::FailedPreconditionError(absl::StrCat(
         "the compile lock on ", key, " is held by this process already"));
   }

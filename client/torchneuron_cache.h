@@ -22,8 +22,9 @@
 //    as before. AcquireLock returns as soon as this process holds the lease,
 //    or at once when the entry is already cached (the lock then holds
 //    nothing: Get hits). DeadlineExceeded, naming the key and the timeout,
-//    when another process held the key for the whole timeout; nothing is
-//    compiled or written for the caller.
+//    when another process (or thread) held the key for the whole timeout;
+//    nothing is compiled or written for the caller. Threads of one process
+//    wait for each other as processes do.
 //  * Put of a key whose lock this object holds writes the file before it
 //    publishes through the lease, and the publish ends the lease: every
 //    waiter (neffd's clients and unmodified ranks alike) wakes to a hit.

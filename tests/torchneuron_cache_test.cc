@@ -6,13 +6,15 @@
 //   - put / get / exists / remove / clear by key, in TorchNeuron's layout;
 //   - an entry that only neffd has (published by a GetOrCompile client);
 //   - a lock wait that runs out is DeadlineExceeded naming the key;
-//   - the lock excludes unmodified ranks, and a Put under it wakes them to a
-//     hit; the same with the daemon down (the filesystem fallback).
+//   - the lock excludes unmodified ranks and this process's other threads,
+//     and a Put under it wakes them to a hit; the same with the daemon down
+//     (the filesystem fallback).
 // Many processes at once: tests/torchneuron_adapter_test.cc.
 #include "client/torchneuron_cache.h"
 
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -177,6 +179,25 @@ TEST_F(TorchNeuronCacheTest, BadKeysAndEmptyNeffsAreInvalidArguments) {
 TEST_F(TorchNeuronCacheTest, AWaitingUnmodifiedRankWakesToTheAdaptersPut) {
   std::unique_ptr<TorchNeuronCache> cache = Adapter();
   ExpectWaitingRankReadsThePut(*cache, kKeyA);
+}
+
+TEST_F(TorchNeuronCacheTest, ThreadsOfOneProcessWaitForEachOther) {
+  std::unique_ptr<TorchNeuronCache> cache = Adapter();
+  absl::StatusOr<std::unique_ptr<TorchNeuronCompileLock>> first =
+      cache->AcquireLock(kKeyA, absl::Seconds(30));
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::unique_ptr<TorchNeuronCompileLock>> second;
+  std::thread waiter(
+      [&] { second = cache->AcquireLock(kKeyA, absl::Seconds(30)); });
+  // The second thread's request is parked in the daemon.
+  EXPECT_TRUE(
+      WaitUntil([&] { return LockWaiters(*daemon_) == 1; }, absl::Seconds(30)));
+  ASSERT_TRUE(cache->Put(kKeyA, "first thread's").ok());
+  (*first)->Release();
+  waiter.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE((*second)->held());  // the entry was there: nothing to hold
+  EXPECT_EQ(*cache->Get(kKeyA), "first thread's");
 }
 
 TEST_F(TorchNeuronCacheTest, WithoutTheDaemonTheFilesystemServesTheSameWay) {
