@@ -135,6 +135,9 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
     seen.inode = opened->st.st_ino;
   }
   if (seen.regular && seen.size == 0) return miss();  // as for TorchNeuron
+  // What a quarantine may move: the file judged, not one renamed in since.
+  const std::optional<ino_t> judged =
+      seen.regular ? std::optional<ino_t>(seen.inode) : std::nullopt;
 
   std::optional<v1::DoneRecord> done;
   absl::StatusOr<std::string> done_text =
@@ -142,17 +145,19 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
   // An empty model.done (libneuronxla's marker) records nothing.
   if (done_text.ok() && !done_text->empty()) {
     absl::StatusOr<v1::DoneRecord> parsed = ParseDoneRecord(*done_text);
-    if (!parsed.ok()) return Damaged(id, parsed.status().message(), on_damage);
+    if (!parsed.ok()) {
+      return Damaged(id, parsed.status().message(), on_damage, judged);
+    }
     done = *std::move(parsed);
   } else if (IsDamage(done_text.status())) {
-    return Damaged(id, done_text.status().message(), on_damage);
+    return Damaged(id, done_text.status().message(), on_damage, judged);
   } else if (!done_text.ok() && !absl::IsNotFound(done_text.status())) {
     return done_text.status();
   }
-  const Judgement judged =
+  const Judgement judgement =
       JudgeEntry(options_.ns, id.key(), seen, done ? &*done : nullptr,
                  id.compiler_version());
-  switch (judged.verdict) {
+  switch (judgement.verdict) {
     case Verdict::kMiss:
       return miss();
     case Verdict::kCleared:  // TorchNeuron's clear: gc removes the records
@@ -161,9 +166,9 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
       return miss(absl::StrCat(" (recorded for compiler version ",
                                done->compiler_version(), ")"));
     case Verdict::kDamage:
-      return Damaged(id,
-                     seen.regular ? judged.reason : opened.status().message(),
-                     on_damage);
+      return Damaged(
+          id, seen.regular ? judgement.reason : opened.status().message(),
+          on_damage, judged);
     case Verdict::kAdopt:
       return HashAndCheck(id, *opened, nullptr, on_damage);
     case Verdict::kVerify:
@@ -195,7 +200,7 @@ absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey &id,
           id,
           absl::StrCat(paths.artifact_name, " sha256 is ", hashed->sha256,
                        "; model.done says ", done->sha256()),
-          on_damage);
+          on_damage, before.st_ino);
     }
     return StoredEntry{EntryFromDone(id, path, *done), IdentityOf(before),
                        false};
@@ -442,16 +447,18 @@ void Store::QuarantinePlanted(const EntryKey &id) {
 }
 
 absl::Status Store::Damaged(const EntryKey &id, absl::string_view reason,
-                            OnDamage on_damage) {
+                            OnDamage on_damage,
+                            std::optional<ino_t> judged_inode) {
   if (on_damage == OnDamage::kReport) {
     return absl::DataLossError(absl::StrCat(id.Canonical(), ": ", reason));
   }
-  (void)Quarantine(id, reason);
+  (void)Quarantine(id, reason, judged_inode);
   return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
 }
 
-absl::StatusOr<std::string> Store::Quarantine(const EntryKey &id,
-                                              absl::string_view reason) {
+absl::StatusOr<std::string> Store::Quarantine(
+    const EntryKey &id, absl::string_view reason,
+    std::optional<ino_t> judged_inode) {
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
   if (absl::Status s = MakeGroupDirs(qdir, kSharedDirMode, &env_); !s.ok())
     return s;
@@ -460,12 +467,24 @@ absl::StatusOr<std::string> Store::Quarantine(const EntryKey &id,
     return s;
   }
   const EntryPaths paths = PathsOf(id);
-  for (const auto &[from, name] :
-       {std::make_pair(paths.artifact(), paths.artifact_name),
-        std::make_pair(paths.done(), paths.done_name)}) {
-    absl::Status moved = env_.Rename(from, absl::StrCat(target, "/", name));
-    if (!moved.ok() && !absl::IsNotFound(moved)) return moved;
+  const std::string moved_artifact =
+      absl::StrCat(target, "/", paths.artifact_name);
+  absl::Status moved = env_.Rename(paths.artifact(), moved_artifact);
+  if (!moved.ok() && !absl::IsNotFound(moved)) return moved;
+  struct stat st;
+  if (moved.ok() && judged_inode.has_value() &&
+      env_.Lstat(moved_artifact, &st).ok() && st.st_ino != *judged_inode) {
+    // Two hosts judged the same damage; the other quarantined it and
+    // republished before this rename. Its good artifact goes back unless a
+    // still newer one is there (link never replaces), and its record stays.
+    (void)env_.Link(moved_artifact, paths.artifact());
+    (void)env_.Unlink(moved_artifact);
+    (void)env_.Rmdir(target);
+    return absl::FailedPreconditionError(
+        absl::StrCat(id.Canonical(), " was replaced since it was judged"));
   }
+  moved = env_.Rename(paths.done(), absl::StrCat(target, "/", paths.done_name));
+  if (!moved.ok() && !absl::IsNotFound(moved)) return moved;
   (void)WriteFileAtomically(target, "reason", absl::StrCat(reason, "\n"),
                             options_.host_id, /*durable=*/true, &env_);
   ++quarantined_;

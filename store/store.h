@@ -275,9 +275,13 @@ class Store {
 
   // Moves the entry's artifact and model.done into a fresh directory of
   // {root}/quarantine/ with a reason file and returns it. The records
-  // directory stays: it may hold another host's lease.
-  absl::StatusOr<std::string> Quarantine(const EntryKey &id,
-                                         absl::string_view reason);
+  // directory stays: it may hold another host's lease. With `judged_inode`,
+  // only that artifact is moved: one another host has renamed in since (it
+  // quarantined the same damage and republished) is put back and the
+  // answer is FailedPrecondition.
+  absl::StatusOr<std::string> Quarantine(
+      const EntryKey &id, absl::string_view reason,
+      std::optional<ino_t> judged_inode = std::nullopt);
 
   // --- Maintenance (store_maintenance.cc) ---
 
@@ -343,7 +347,8 @@ class Store {
   absl::Status WriteDone(const EntryKey &id, const v1::DoneRecord &done);
   // Find's answer for a damaged entry (see OnDamage).
   absl::Status Damaged(const EntryKey &id, absl::string_view reason,
-                       OnDamage on_damage);
+                       OnDamage on_damage,
+                       std::optional<ino_t> judged_inode = std::nullopt);
 
   // A fresh, unique place under {root}/quarantine/ for a damaged `id`.
   std::string QuarantineTarget(const EntryKey &id) const;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -171,6 +172,60 @@ TEST_F(StoreTest, TruncatedArtifactIsQuarantinedAndReportedMissing) {
   absl::StatusOr<PublishResult> again = Put(id_, "0123456789");
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->already_cached);
+}
+
+// Runs `before_quarantine` once, just before this host moves an artifact
+// into quarantine: the moment another host can have done it first.
+class QuarantineRaceEnv : public EnvWrapper {
+ public:
+  explicit QuarantineRaceEnv(std::function<void()> before_quarantine)
+      : EnvWrapper(Env::Default()),
+        before_quarantine_(std::move(before_quarantine)) {}
+
+ protected:
+  absl::Status BeforeCall(const FsCall &call) override {
+    if (call.op == FsOp::kRename &&
+        absl::StrContains(call.target, "/quarantine/") && before_quarantine_) {
+      std::function<void()> run = std::move(before_quarantine_);
+      before_quarantine_ = nullptr;
+      run();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::function<void()> before_quarantine_;
+};
+
+// Two hosts find the same damage; hostA quarantines it and republishes
+// before hostB's quarantine: hostB must not move hostA's good entry away.
+TEST_F(StoreTest, AQuarantineNeverMovesAnEntryRepublishedSinceItWasJudged) {
+  ASSERT_TRUE(Put(id_, "0123456789").ok());
+  ASSERT_EQ(truncate(store_->ArtifactPath(id_).c_str(), 3), 0);
+  QuarantineRaceEnv race([&] {
+    EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+    EXPECT_TRUE(Put(id_, "0123456789").ok());
+  });
+  StoreOptions options;
+  options.root = root_;
+  options.host_id = "hostB";
+  options.env = &race;
+  std::unique_ptr<Store> host_b = *Store::Open(options);
+  EXPECT_TRUE(absl::IsNotFound(host_b->Find(id_).status()));
+  EXPECT_EQ(store_->quarantined(), 1u);
+  EXPECT_EQ(host_b->quarantined(), 0u);
+  EXPECT_EQ(ReadAll(store_->ArtifactPath(id_)), "0123456789");
+  EXPECT_TRUE(store_->Find(id_).ok());
+  EXPECT_TRUE(host_b->Find(id_).ok());
+  // Only hostA's quarantine is there, with the truncated bytes.
+  int quarantines = 0;
+  for (const auto &q : fs::directory_iterator(root_ + "/quarantine")) {
+    ++quarantines;
+    EXPECT_EQ(
+        ReadAll(q.path().string() + "/" + store_->PathsOf(id_).artifact_name),
+        "012");
+  }
+  EXPECT_EQ(quarantines, 1);
 }
 
 TEST_F(StoreTest, FlippedByteIsDetectedBySha256) {
