@@ -191,8 +191,11 @@ absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey &id,
     return s;
   }
   if (!(IdentityOf(before) == IdentityOf(after))) {
-    return absl::UnavailableError(
-        absl::StrCat(path, " changed while it was verified; retry"));
+    // Renamed into quarantine by another checker (a rename changes the
+    // ctime), or rewritten: a miss, which the caller's lock resolves.
+    return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical(), " (",
+                                            paths.artifact_name,
+                                            " changed while it was verified)"));
   }
   if (done != nullptr) {
     if (hashed->sha256 != done->sha256()) {

@@ -224,7 +224,8 @@ class Store {
   // and version; damaged entries as `on_damage` says. An artifact no record
   // describes is hashed and served, and recorded too unless `on_damage` is
   // kReport or a lease is out on it. An artifact that changed while it was
-  // hashed is Unavailable (retry). Other errors are I/O failures.
+  // hashed is a miss (NotFound): under the key's lock the caller finds what
+  // replaced it. Other errors are I/O failures.
   absl::StatusOr<StoredEntry> Find(const EntryKey &id,
                                    OnDamage on_damage = OnDamage::kQuarantine);
 

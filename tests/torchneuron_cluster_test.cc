@@ -166,7 +166,10 @@ TEST_F(TorchNeuronClusterTest, UnmodifiedRanksOnTwoHostsShareOneStore) {
           static_cast<double>(StoreOps(h) - before) / first.size();
       std::printf("host %zu, %s lookup: %.1f store metadata ops per key\n", h,
                   pass == 0 ? "first" : "repeated", per_lookup);
-      EXPECT_LE(per_lookup, pass == 0 ? 12.0 : 2.0);
+      // The counter is the daemon's: its background work (lease polls,
+      // journal flushes) lands in the window too. A listing of the store
+      // would cost at least the shard directories (dozens) per lookup.
+      EXPECT_LE(per_lookup, pass == 0 ? 12.0 : 4.0);
     }
   }
 
