@@ -43,8 +43,8 @@ TEST_F(NeffccTest, TwentyFourCallsOverThreeGraphsCompileThreeTimes) {
   // Each entry carries its key inputs, without the unkeyed flags.
   int records = 0;
   for (const std::string& key : Keys()) {
-    absl::StatusOr<v1::KeyInputsRecord> record = KeyInputsFromJson(
-        ReadFile(FilesOf(root_ + "/neff", key).key_inputs));
+    absl::StatusOr<v1::KeyInputsRecord> record =
+        KeyInputsFromJson(ReadFile(FilesOf(root_ + "/neff", key).key_inputs));
     ASSERT_TRUE(record.ok()) << key;
     EXPECT_EQ(absl::StrJoin(record->flags(), " "),
               "--framework=XLA --target=trn1");

@@ -19,9 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<neffd::EntryKey> key =
       neffd::EntryKey::Parse(parts[0], parts[1], parts[2]);
   if (!key.ok()) return 0;
-  for (const std::string& path :
-       {neffd::ArtifactRelPath(key->ns(), key->key()),
-        neffd::RecordsRelDir(key->key())}) {
+  for (const std::string& path : {neffd::ArtifactRelPath(key->ns(), key->key()),
+                                  neffd::RecordsRelDir(key->key())}) {
     for (absl::string_view part : absl::StrSplit(path, '/')) {
       if (part.empty() || part == "." || part == "..") std::abort();
     }
