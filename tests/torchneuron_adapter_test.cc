@@ -177,7 +177,7 @@ TEST_P(TorchNeuronAdapterTest, AnUnmodifiedRankWaitsForTheLeaseThenReads) {
   EXPECT_EQ(rank->Wait(), 0) << rank->Stderr();
   EXPECT_EQ(adapter->Wait(), 0) << adapter->Stderr();
   // It got the lock only once the entry was there, and read it.
-  EXPECT_EQ(rank->Stdout(), "WAITING\nLOCKED\nHIT\nRELEASED\n");
+  EXPECT_EQ(Events(*rank), "WAITING\nLOCKED\nHIT\nRELEASED\n");
   EXPECT_EQ(adapter->Stdout(), absl::StrCat("LOCKED ", key, "\nCOMPILED ", key,
                                             "\nRELEASED ", key, "\n"));
 }

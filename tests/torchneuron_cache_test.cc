@@ -72,7 +72,7 @@ class TorchNeuronCacheTest : public TorchNeuronHost<::testing::Test> {
     ASSERT_TRUE(cache.Put(key, "adapter's neff").ok());
     (*lock)->Release();
     EXPECT_EQ(rank->Wait(), 0) << rank->Stderr();
-    EXPECT_EQ(rank->Stdout(), "WAITING\nLOCKED\nHIT\nRELEASED\n");
+    EXPECT_EQ(Events(*rank), "WAITING\nLOCKED\nHIT\nRELEASED\n");
     EXPECT_EQ(ReadFile(cache.EntryPath(key)), "adapter's neff");
   }
 };
@@ -97,7 +97,7 @@ TEST_F(TorchNeuronCacheTest, PutGetExistsRemoveInTorchNeuronsLayout) {
   // An unmodified rank hits without locking.
   std::unique_ptr<Process> rank = Rank(kKeyA);
   EXPECT_EQ(rank->Wait(), 0) << rank->Stderr();
-  EXPECT_EQ(rank->Stdout(), "HIT\n");
+  EXPECT_EQ(Events(*rank), "HIT\n");
 
   ASSERT_TRUE(cache->Remove(kKeyA).ok());
   EXPECT_FALSE(fs::exists(cache->EntryPath(kKeyA)));

@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
 
@@ -47,6 +50,17 @@ class TorchNeuronHost : public Base {
                                      "--neff=" + neff};
     if (!hold_until.empty()) argv.push_back("--hold_until=" + hold_until);
     return std::make_unique<Process>(argv);
+  }
+
+  // What an unmodified rank did (WAITING, LOCKED, HIT, ...), without the
+  // "KEY k SHA256 s" line it ends with.
+  static std::string Events(Process& p) {
+    std::string out;
+    for (absl::string_view line :
+         absl::StrSplit(p.Stdout(), '\n', absl::SkipEmpty())) {
+      if (!absl::StartsWith(line, "KEY ")) absl::StrAppend(&out, line, "\n");
+    }
+    return out;
   }
 
   // Waits until `p` printed `text`.
