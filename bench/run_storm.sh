@@ -99,10 +99,10 @@ for mode in daemon legacy:100; do
   strace -f -qq -e trace=%file,%desc -o "$RAW/strace.$dir" \
     "${STORM[@]}" --ranks="$RANKS" --graphs="$STRACE_GRAPHS" \
     --compile_ms=200 --modes="$mode" >/dev/null
-  # (not the ranks' connecting Lookup of MODULE_stormready, made before the
+  # (not the ranks' connecting Lookup of the key stormready, made before the
   # clock starts)
   grep -v 'resumed>' "$RAW/strace.$dir" | grep -F "$WORK/$dir/neff" |
-    grep -v MODULE_stormready |
+    grep -v stormready |
     sed -E 's/^[0-9]+ +([a-z0-9_]+)\(.*/\1/' | sort | uniq -c |
     sort -rn >"$RAW/syscalls.$dir"
   rm -f "$RAW/strace.$dir"

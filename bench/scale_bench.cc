@@ -39,6 +39,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "store/digest.h"
+#include "store/layout.h"
 #include "tests/harness/process.h"
 
 ABSL_FLAG(std::string, sizes, "1000,10000,100000,1000000",
@@ -94,8 +95,8 @@ double Fill(const std::string& index_dir, const std::string& neff_root,
     v1::IndexRecord record;
     v1::Entry* entry = record.mutable_entry();
     *entry->mutable_id() = id.ToProto();
-    entry->set_path(
-        absl::StrCat(neff_root, "/", id.RelativeDir(), "/model.neff"));
+    entry->set_path(absl::StrCat(neff_root, "/",
+                                 ArtifactRelPath(Namespace::kNeff, id.key())));
     entry->set_size(4096 + (i % 4096) * 1024);
     entry->set_sha256(Sha256Hex(id.key()));
     entry->set_producer_host("scale-bench");

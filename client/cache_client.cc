@@ -304,23 +304,34 @@ absl::StatusOr<std::string> CacheClient::DeriveKey(
                           options_.key_from_hlo);
 }
 
-template <typename T>
-absl::StatusOr<T> CacheClient::WithFallback(
-    Call& call, const std::function<absl::StatusOr<T>(Backend&)>& op) {
-  if (options_.use_daemon && !call.fallback) {
-    absl::StatusOr<T> answer = op(Daemon());
-    if (answer.ok() || absl::IsInvalidArgument(answer.status())) return answer;
+absl::Status CacheClient::OnBackend(
+    bool& fallback, bool& counted_fallback,
+    const std::function<absl::Status(Backend&)>& op) {
+  if (options_.use_daemon && !fallback) {
+    absl::Status answer = op(Daemon());
+    if (answer.ok() || absl::IsInvalidArgument(answer)) return answer;
     WarnOncePerProcess(absl::StrCat(
-        answer.status().message(),
+        answer.message(),
         "; using the cache directories directly (fallback mode) until the "
         "daemon answers again"));
-    call.fallback = true;
+    fallback = true;
   }
-  if (!call.counted_fallback) {
-    call.counted_fallback = true;
+  if (!counted_fallback) {
+    counted_fallback = true;
     Count([](CacheCounters& c) { ++c.fallbacks; });
   }
   return op(*filesystem_);
+}
+
+template <typename T>
+absl::StatusOr<T> CacheClient::WithFallback(
+    Call& call, const std::function<absl::StatusOr<T>(Backend&)>& op) {
+  absl::StatusOr<T> answer = absl::UnknownError("no backend answered");
+  (void)OnBackend(call.fallback, call.counted_fallback, [&](Backend& b) {
+    answer = op(b);
+    return answer.status();
+  });
+  return answer;
 }
 
 absl::StatusOr<v1::LookupResponse> CacheClient::LookupEntry(Call& call) {

@@ -232,6 +232,7 @@ class CacheClient {
   absl::Status WriteMetrics();
 
  private:
+  friend class TorchNeuronCache;  // drives Lock and Publish itself
   struct Call;
 
   bool CacheEnabled(const EntryKey &id) const;
@@ -241,6 +242,10 @@ class CacheClient {
   template <typename T>
   absl::StatusOr<T> WithFallback(
       Call &call, const std::function<absl::StatusOr<T>(Backend &)> &op);
+  // WithFallback's core, also for client/torchneuron_cache.h: `fallback`
+  // becomes true once the filesystem answers.
+  absl::Status OnBackend(bool &fallback, bool &counted_fallback,
+                         const std::function<absl::Status(Backend &)> &op);
   absl::StatusOr<v1::LookupResponse> LookupEntry(Call &call);
   // One pass of the protocol; nullopt when the lease was lost and the
   // caller should start over.

@@ -18,6 +18,9 @@
 #include "client/workdir.h"
 #include "gtest/gtest.h"
 #include "store/digest.h"
+#include "store/layout.h"
+#include "store/lock_paths.h"
+#include "store/store.h"
 #include "tests/harness/temp_dir.h"
 
 namespace neffd {
@@ -67,10 +70,15 @@ class CacheClientTest : public ::testing::Test {
     };
   }
 
-  std::string EntryDir(const std::string& key, const std::string& ns = "neff",
-                       const std::string& version = "1.0") {
-    return absl::StrCat(root_, "/", ns, "/neuronxcc-", version, "/MODULE_",
-                        key);
+  // Where the store keeps `key`'s files (store/layout.h).
+  EntryPaths Files(const std::string& key, const std::string& ns = "neff") {
+    return EntryPaths{absl::StrCat(root_, "/", ns, "/", ShardDir(key)),
+                      absl::StrCat(key, ns == "neff" ? ".neff" : ".hlo"),
+                      absl::StrCat(root_, "/", ns, "/", RecordsRelDir(key)),
+                      "model.done",
+                      "model.log",
+                      kKeyInputsFileName,
+                      kLeaseFileName};
   }
 
   std::string root_;
@@ -88,10 +96,10 @@ TEST_F(CacheClientTest, CompilesOnceThenHitsInTheDaemonsLayout) {
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->source, CacheResult::Source::kCompiled);
   EXPECT_TRUE(first->fallback);
-  EXPECT_EQ(first->path, EntryDir("abc123") + "/model.neff");
+  EXPECT_EQ(first->path, Files("abc123").artifact());
   EXPECT_EQ(ReadFile(first->path), "NEFF bytes");
   EXPECT_EQ(first->sha256, Sha256Hex("NEFF bytes"));
-  EXPECT_TRUE(Exists(EntryDir("abc123") + "/model.done"));
+  EXPECT_TRUE(Exists(Files("abc123").done()));
   // The compile ran in the spec's hierarchy, removed after the publish.
   EXPECT_EQ(last_job_.workdir, root_ + "/debug/neuronx-cc/abc123");
   EXPECT_EQ(last_job_.output_path, last_job_.workdir + "/module.neff");
@@ -179,7 +187,7 @@ TEST_F(CacheClientTest, CancelledCompileIsNotRecorded) {
       });
   EXPECT_TRUE(absl::IsCancelled(r.status())) << r.status();
   EXPECT_FALSE(IsCompileFailure(r.status()));
-  EXPECT_FALSE(Exists(EntryDir("k2") + "/model.log"));
+  EXPECT_FALSE(Exists(Files("k2").log()));
   ASSERT_TRUE(client->GetOrCompile("neff", "1.0", "k2", Writes("n")).ok());
   EXPECT_EQ(compiles_, 1);
 }
@@ -204,7 +212,7 @@ TEST_F(CacheClientTest, DisabledCacheAlwaysCompilesAndNeverPublishes) {
     EXPECT_EQ(ReadFile(r->path), "fresh");
   }
   EXPECT_EQ(compiles_, 2);
-  EXPECT_FALSE(Exists(root_ + "/neff/neuronxcc-1.0"));
+  EXPECT_FALSE(Exists(Files("k3").artifact_dir));
   EXPECT_FALSE(Exists(root_ + "/local/locks"));
   EXPECT_TRUE(warnings_.empty());
 }
@@ -214,10 +222,8 @@ TEST_F(CacheClientTest, HloEntriesLiveInTheHloCacheUnlessDisabled) {
   absl::StatusOr<CacheResult> r =
       client->GetOrCompile("hlo", "1.0", "aten.add.Tensor_f32", Writes("hlo"));
   ASSERT_TRUE(r.ok()) << r.status();
-  // The artifact's name is the store's business (libneuronxla's layout).
-  EXPECT_TRUE(
-      absl::StartsWith(r->path, EntryDir("aten.add.Tensor_f32", "hlo") + "/"))
-      << r->path;
+  // TorchNeuron's layout, in the HLO store.
+  EXPECT_EQ(r->path, Files("aten.add.Tensor_f32", "hlo").artifact()) << r->path;
   EXPECT_EQ(ReadFile(r->path), "hlo");
   EXPECT_EQ(last_job_.output_path,
             root_ + "/debug/hlo/aten.add.Tensor_f32/module.hlo.pb");
@@ -259,13 +265,6 @@ TEST_F(CacheClientTest, LockTimeoutCompilesHereWithAWarningNeverAnError) {
 // one that fails verification is quarantined and compiled once more, never
 // served.
 TEST_F(CacheClientTest, EntryFoundTornWhileRanksWaitIsRecompiledOnce) {
-  CacheClientOptions elsewhere = options_;
-  elsewhere.neff_cache_dir = root_ + "/elsewhere";
-  elsewhere.local_dir = root_ + "/elsewhere-local";
-  ASSERT_TRUE(CacheClient(elsewhere)
-                  .GetOrCompile("neff", "1.0", "k7", Writes("good bytes"))
-                  .ok());
-  compiles_ = 0;
   absl::StatusOr<EntryKey> id = EntryKey::Parse("neff", "1.0", "k7");
   absl::StatusOr<FileLock> held =
       LockEntry(root_ + "/local/locks", *id, absl::InfinitePast(), RealClock());
@@ -279,13 +278,22 @@ TEST_F(CacheClientTest, EntryFoundTornWhileRanksWaitIsRecompiledOnce) {
     });
   }
   absl::SleepFor(absl::Milliseconds(300));  // the ranks queue on the lock
-  // The holder "publishes" an entry whose bytes no longer match model.done.
-  std::error_code error;
-  std::filesystem::create_directories(EntryDir("k7"), error);
-  std::filesystem::copy(root_ + "/elsewhere/neuronxcc-1.0/MODULE_k7",
-                        EntryDir("k7"), error);
-  EXPECT_FALSE(error) << error.message();
-  WriteFile(EntryDir("k7") + "/model.neff", "torn bytes");
+  // The holder publishes an entry whose bytes are then torn in place (the
+  // recorded file, other bytes: never served).
+  StoreOptions store_options;
+  store_options.root = root_ + "/neff";
+  store_options.host_id = "holder";
+  std::unique_ptr<Store> store = *Store::Open(store_options);
+  ASSERT_TRUE(store
+                  ->PublishBytes(*id, "good bytes", Sha256Hex("good bytes"),
+                                 {"holder", 1}, {})
+                  .ok());
+  {
+    std::fstream torn(store->ArtifactPath(*id),
+                      std::ios::in | std::ios::out | std::ios::binary);
+    torn.seekp(0);
+    torn.write("torn", 4);
+  }
   held->Release();
   for (std::thread& rank : ranks) rank.join();
   for (const absl::StatusOr<CacheResult>& r : results) {
@@ -424,7 +432,7 @@ TEST_F(CacheClientTest, AnUnusableLockDirectoryCompilesUncachedWithAWarning) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->source, CacheResult::Source::kUncached);
   EXPECT_EQ(ReadFile(got->path), "NEFF bytes");
-  EXPECT_FALSE(Exists(EntryDir("abc123") + "/model.done"));
+  EXPECT_FALSE(Exists(Files("abc123").done()));
   ASSERT_FALSE(warnings_.empty());
   EXPECT_TRUE(absl::StrContains(warnings_.back(),
                                 "lock directory " + root_ + "/local/locks"))

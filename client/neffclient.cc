@@ -10,10 +10,19 @@
 #include "allocator/segment_pool.h"
 #include "allocator/segment_provider.h"
 #include "client/cache_client.h"
+#include "client/torchneuron_cache.h"
 #include "client/torchneuron_key.h"
 
 struct neff_client {
   std::unique_ptr<neffd::CacheClient> impl;
+};
+
+struct neff_torchneuron_cache {
+  std::unique_ptr<neffd::TorchNeuronCache> impl;
+};
+
+struct neff_torchneuron_lock {
+  std::unique_ptr<neffd::TorchNeuronCompileLock> impl;
 };
 
 // A NeuronSegmentPool over its own provider.
@@ -46,6 +55,8 @@ neff_status FromStatus(const absl::Status& status) {
     return Fail(NEFF_INVALID_ARGUMENT, status);
   }
   if (neffd::IsCompileFailure(status)) return Fail(NEFF_COMPILE_FAILED, status);
+  // A lock wait that ran out (TorchNeuronCache::AcquireLock).
+  if (absl::IsDeadlineExceeded(status)) return Fail(NEFF_LOCK_TIMEOUT, status);
   if (absl::IsCancelled(status)) return Fail(NEFF_CANCELLED, status);
   return Fail(NEFF_ERROR, status);
 }
@@ -326,6 +337,108 @@ void neff_client_attach_pool(neff_client* client, neff_pool* pool) {
   if (client == nullptr || pool == nullptr) return;
   client->impl->SetAllocatorStats([pool] { return PoolStats(pool); });
 }
+
+neff_status neff_torchneuron_cache_new(const char* address,
+                                       const char* compiler_version,
+                                       neff_torchneuron_cache** out) {
+  neff_status status;
+  if (Missing(out, "out", &status) ||
+      Missing(compiler_version, "compiler_version", &status)) {
+    return status;
+  }
+  *out = nullptr;
+  absl::StatusOr<std::unique_ptr<neffd::TorchNeuronCache>> cache =
+      neffd::TorchNeuronCache::FromEnvironment(compiler_version,
+                                               OrEmpty(address));
+  if (!cache.ok()) return FromStatus(cache.status());
+  *out = new neff_torchneuron_cache{*std::move(cache)};
+  return NEFF_OK;
+}
+
+void neff_torchneuron_cache_free(neff_torchneuron_cache* cache) {
+  delete cache;
+}
+
+neff_status neff_torchneuron_cache_exists(neff_torchneuron_cache* cache,
+                                          const char* key) {
+  neff_status status;
+  if (Missing(cache, "cache", &status)) return status;
+  absl::StatusOr<bool> found = cache->impl->Exists(OrEmpty(key));
+  if (!found.ok()) return FromStatus(found.status());
+  return *found ? NEFF_OK : NEFF_MISS;
+}
+
+neff_status neff_torchneuron_cache_get(neff_torchneuron_cache* cache,
+                                       const char* key, void** data_out,
+                                       size_t* size_out) {
+  neff_status status;
+  if (Missing(cache, "cache", &status) ||
+      Missing(data_out, "data_out", &status) ||
+      Missing(size_out, "size_out", &status)) {
+    return status;
+  }
+  *data_out = nullptr;
+  *size_out = 0;
+  absl::StatusOr<std::string> bytes = cache->impl->Get(OrEmpty(key));
+  if (absl::IsNotFound(bytes.status())) return NEFF_MISS;
+  if (!bytes.ok()) return FromStatus(bytes.status());
+  void* data = std::malloc(bytes->size());
+  if (data == nullptr) {
+    return Fail(NEFF_ERROR, absl::ResourceExhaustedError("out of memory"));
+  }
+  std::memcpy(data, bytes->data(), bytes->size());
+  *data_out = data;
+  *size_out = bytes->size();
+  return NEFF_OK;
+}
+
+neff_status neff_torchneuron_cache_put(neff_torchneuron_cache* cache,
+                                       const char* key, const void* data,
+                                       size_t size) {
+  neff_status status;
+  if (Missing(cache, "cache", &status) || Missing(data, "data", &status)) {
+    return status;
+  }
+  return FromStatus(cache->impl->Put(
+      OrEmpty(key), absl::string_view(static_cast<const char*>(data), size)));
+}
+
+neff_status neff_torchneuron_cache_remove(neff_torchneuron_cache* cache,
+                                          const char* key) {
+  neff_status status;
+  if (Missing(cache, "cache", &status)) return status;
+  return FromStatus(cache->impl->Remove(OrEmpty(key)));
+}
+
+neff_status neff_torchneuron_cache_clear(neff_torchneuron_cache* cache) {
+  neff_status status;
+  if (Missing(cache, "cache", &status)) return status;
+  return FromStatus(cache->impl->Clear());
+}
+
+neff_status neff_torchneuron_cache_acquire_lock(neff_torchneuron_cache* cache,
+                                                const char* key,
+                                                double timeout_seconds,
+                                                neff_torchneuron_lock** out) {
+  neff_status status;
+  if (Missing(cache, "cache", &status) || Missing(out, "out", &status)) {
+    return status;
+  }
+  *out = nullptr;
+  absl::StatusOr<std::unique_ptr<neffd::TorchNeuronCompileLock>> lock =
+      cache->impl->AcquireLock(
+          OrEmpty(key), timeout_seconds < 0 ? -absl::Seconds(1)
+                                            : absl::Seconds(timeout_seconds));
+  if (!lock.ok()) return FromStatus(lock.status());
+  *out = new neff_torchneuron_lock{*std::move(lock)};
+  return NEFF_OK;
+}
+
+int neff_torchneuron_lock_held(const neff_torchneuron_lock* lock) {
+  return lock != nullptr && lock->impl->held() ? 1 : 0;
+}
+
+void neff_torchneuron_lock_release(neff_torchneuron_lock* lock) { delete lock; }
 
 void neff_free(void* p) { std::free(p); }
 

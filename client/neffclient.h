@@ -38,7 +38,8 @@ typedef enum neff_status {
   NEFF_INVALID_ARGUMENT = 2, /* a bad namespace, version, key or argument */
   NEFF_COMPILE_FAILED = 3,   /* this compile, or a recorded one, failed */
   NEFF_CANCELLED = 4,        /* the callback cancelled the compile */
-  NEFF_ERROR = 5             /* anything else (I/O, ...) */
+  NEFF_ERROR = 5,            /* anything else (I/O, ...) */
+  NEFF_LOCK_TIMEOUT = 6      /* a compile lock stayed held elsewhere */
 } neff_status;
 
 typedef enum neff_compile_status {
@@ -169,6 +170,54 @@ void neff_pool_reset_peak_memory_stats(neff_pool* pool);
  * (default: the default pool's, made when the table is first written). The
  * pool must outlive the client. */
 void neff_client_attach_pool(neff_client* client, neff_pool* pool);
+
+/* --- TorchNeuron's persistent cache and compile lock ---
+ *
+ * client/torchneuron_cache.h, with its contract: exists / get / put /
+ * remove / clear by TorchNeuron key (32 lowercase hex digits, see
+ * neff_torchneuron_key), entries in TorchNeuron's own layout and published
+ * through neffd, and the compile lock as neffd's lease on the key (unmodified
+ * TorchNeuron ranks of the host wait for it). Thread-safe; a lock is used by
+ * one thread and released before its cache is freed. */
+typedef struct neff_torchneuron_cache neff_torchneuron_cache;
+typedef struct neff_torchneuron_lock neff_torchneuron_lock;
+
+/* A cache for the daemon at `address` (NULL or "": NEFFD_ADDRESS, else the
+ * default socket) whose requests carry `compiler_version`; settings from the
+ * TORCH_NEURONX_* environment. Never fails because the daemon is down. */
+neff_status neff_torchneuron_cache_new(const char* address,
+                                       const char* compiler_version,
+                                       neff_torchneuron_cache** out);
+void neff_torchneuron_cache_free(neff_torchneuron_cache* cache);
+/* NEFF_OK if cached, NEFF_MISS if not. */
+neff_status neff_torchneuron_cache_exists(neff_torchneuron_cache* cache,
+                                          const char* key);
+/* NEFF_OK with the entry's bytes in *data_out (malloc'd: neff_free) and
+ * *size_out, or NEFF_MISS with *data_out = NULL. */
+neff_status neff_torchneuron_cache_get(neff_torchneuron_cache* cache,
+                                       const char* key, void** data_out,
+                                       size_t* size_out);
+/* Publishes `size` bytes (not 0) under `key`: through the key's lock if this
+ * cache holds it (its waiters wake), else under the lock taken for it
+ * (NEFF_LOCK_TIMEOUT if that stays held elsewhere). */
+neff_status neff_torchneuron_cache_put(neff_torchneuron_cache* cache,
+                                       const char* key, const void* data,
+                                       size_t size);
+neff_status neff_torchneuron_cache_remove(neff_torchneuron_cache* cache,
+                                          const char* key);
+neff_status neff_torchneuron_cache_clear(neff_torchneuron_cache* cache);
+/* Waits up to `timeout_seconds` (negative: TORCH_NEURONX_NEFF_CACHE_LOCK_
+ * TIMEOUT) for the key's compile lock: NEFF_OK with *out, or
+ * NEFF_LOCK_TIMEOUT (neff_last_error() names the key and the wait). */
+neff_status neff_torchneuron_cache_acquire_lock(neff_torchneuron_cache* cache,
+                                                const char* key,
+                                                double timeout_seconds,
+                                                neff_torchneuron_lock** out);
+/* 1 while the lock holds the key, 0 once released or when the entry was
+ * already cached when it was asked for (there was nothing to hold). */
+int neff_torchneuron_lock_held(const neff_torchneuron_lock* lock);
+/* Releases the lock (the next waiter gets the key) and frees it. */
+void neff_torchneuron_lock_release(neff_torchneuron_lock* lock);
 
 void neff_free(void* p);
 

@@ -98,7 +98,11 @@ int main(void) {
 
   CHECK(neff_get_or_compile(client, "neff", "2.19.1", key, WriteNeff,
                             (void*)"neff from C", &path) == NEFF_OK);
-  CHECK(path != NULL && strstr(path, "/MODULE_") != NULL);
+  /* TorchNeuron's layout: {root}/{k0k1}/{k2k3}/{key}.neff. */
+  char shard[8];
+  snprintf(shard, sizeof shard, "/%.2s/%.2s/", key, key + 2);
+  CHECK(path != NULL && strstr(path, shard) != NULL &&
+        strstr(path, ".neff") != NULL);
   CHECK(path != NULL && strcmp(ReadAll(path), "neff from C") == 0);
   neff_free(path);
   CHECK(neff_get_or_compile(client, "neff", "2.19.1", key, WriteNeff,

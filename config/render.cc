@@ -139,6 +139,18 @@ or `invalid` (set but rejected; the default is used).
 `allocator` is the NeuronSegmentPool; `torch-neuronx` means torch-neuronx or
 PyTorch itself reads it and neffd only shows it.
 
+## What the cache directories hold
+
+The NEFF and HLO caches are in TorchNeuron's own layout, so unmodified
+TorchNeuron ranks and neffd share one store (docs/ARCHITECTURE.md, "On-disk
+layout"): an entry is `{TORCH_NEURONX_NEFF_CACHE_DIR}/{k0k1}/{k2k3}/{key}.neff`
+(`{key}.hlo` under `TORCH_NEURONX_HLO_CACHE_DIR`), the key a 32-hex
+TorchNeuron key or a 64-hex neffd key; neffd's records of it (size, sha256,
+producer, failure, cross-host lease) are in `{key}.neffd/` beside it, which
+TorchNeuron's cache clear does not remove. The per-key compile lock is
+`{TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR}/locks/{key}.lock`, the flock unmodified
+ranks take too; the daemon holds it while one of its clients compiles the key.
+
 ## Showing the effective configuration
 
 ```

@@ -65,9 +65,11 @@ absl::StatusOr<EntryKey> EntryKey::Parse(absl::string_view ns,
         absl::StrCat("id.namespace: unknown namespace '", absl::CHexEscape(ns),
                      "'; expected 'neff' or 'hlo'"));
   }
-  if (absl::Status s = ValidateToken("id.compiler_version", compiler_version);
-      !s.ok()) {
-    return s;
+  if (!compiler_version.empty()) {
+    if (absl::Status s = ValidateToken("id.compiler_version", compiler_version);
+        !s.ok()) {
+      return s;
+    }
   }
   if (absl::Status s = ValidateToken("id.key", key); !s.ok()) return s;
   return EntryKey(parsed_ns, std::string(compiler_version), std::string(key));
@@ -85,10 +87,6 @@ absl::StatusOr<EntryKey> EntryKey::FromCanonical(absl::string_view canonical) {
                      "' is not namespace/compiler_version/key"));
   }
   return Parse(parts[0], parts[1], parts[2]);
-}
-
-std::string EntryKey::RelativeDir() const {
-  return absl::StrCat("neuronxcc-", compiler_version_, "/MODULE_", key_);
 }
 
 std::string EntryKey::Canonical() const {

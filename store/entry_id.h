@@ -1,11 +1,14 @@
 // store/entry_id.h
 //
-// EntryKey names one cache entry: (namespace, compiler_version, key). It is
-// the only way a client-supplied string becomes part of a path, so it is built
-// only by Parse(), which enforces the layout of docs/ARCHITECTURE.md, "On-disk
-// layout": the namespace is "neff" or "hlo"; the compiler version and key
-// are 1..128 characters of [A-Za-z0-9_+.-] and never "." or "..". A parsed
-// EntryKey is therefore safe to join under a cache root.
+// EntryKey names one cache entry and the compiler version a request expects
+// of it: (namespace, compiler_version, key). It is the only way a
+// client-supplied string becomes part of a path, so it is built only by
+// Parse(): the namespace is "neff" or "hlo"; the key is 1..128 characters of
+// [A-Za-z0-9_+.-] and never "." or ".."; the compiler version is empty (any
+// version: a TorchNeuron key commits to its compiler configuration) or a
+// token like the key. A parsed EntryKey is therefore safe to join under a
+// cache root (store/layout.h). The file is named by the key alone: the
+// version is recorded in the entry's done record and checked on lookup.
 //
 // Thread-compatible value type.
 #ifndef NEFFD_STORE_ENTRY_ID_H_
@@ -48,10 +51,8 @@ class EntryKey {
   const std::string &compiler_version() const { return compiler_version_; }
   const std::string &key() const { return key_; }
 
-  // "neuronxcc-{version}/MODULE_{key}": the entry's directory under its root.
-  std::string RelativeDir() const;
-  // "{ns}/{version}/{key}": unique across namespaces; used as a map and
-  // index key.
+  // "{ns}/{version}/{key}" ("{ns}//{key}" for any version): unique across
+  // namespaces; used as a map and index key.
   std::string Canonical() const;
   v1::EntryId ToProto() const;
 

@@ -32,8 +32,8 @@ std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
   if (id.ns() == Namespace::kNeff) {
     return absl::StrCat(locks_dir, "/", id.key(), ".lock");
   }
-  return absl::StrCat(locks_dir, "/", NamespaceName(id.ns()), "/",
-                      id.compiler_version(), "/", id.key(), ".lock");
+  return absl::StrCat(locks_dir, "/", NamespaceName(id.ns()), "/", id.key(),
+                      ".lock");
 }
 
 absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,

@@ -24,28 +24,20 @@
 
 namespace neffd {
 
-// The cross-host lease file inside an entry directory; present while some
-// host compiles the entry. neffd's own name: `neuron_parallel_compile
+// The cross-host lease file inside an entry's records directory; present while
+// some host compiles the entry. neffd's own name: `neuron_parallel_compile
 // --command clear-locks` and optimum-neuron's cleanup delete `*.lock`, and
 // TorchNeuron's cache clear deletes `*.neff`, so a lease never ends in
 // either.
 inline constexpr char kLeaseFileName[] = "neffd.lease";
 
-// The lease file's name before issue 27, which is also libneuronxla's own
-// lock file. For one release a live file of that name (an older daemon's
-// lease during a rolling upgrade, or a libneuronxla process compiling) still
-// holds the key, and gc and import count it as a lock
-// (docs/ARCHITECTURE.md, "A cross-host lease").
-inline constexpr char kLegacyLeaseFileName[] = "model.hlo_module.pb.lock";
-
 // True for a lock or lease file's name in an entry directory: neffd's lease
 // or any `*.lock` (an older daemon's lease, libneuronxla's locks).
 bool IsLockFileName(absl::string_view name);
 
-// {locks_dir}/{key}.lock (neff) or {locks_dir}/hlo/{compiler_version}/
-// {key}.lock (hlo). A NEFF's lock does not name the compiler version, as
-// TorchNeuron's does not: two versions of one key share a lock, which costs
-// at most a wait (a key commits to its compiler version anyway).
+// {locks_dir}/{key}.lock (neff) or {locks_dir}/hlo/{key}.lock (hlo). A lock
+// does not name the compiler version, as TorchNeuron's does not: the file it
+// guards is named by the key alone (store/layout.h).
 std::string LockFilePath(const std::string &locks_dir, const EntryKey &id);
 
 // Opens the host-local lock file of `id` for flock, creating it (0660) and

@@ -36,6 +36,7 @@ struct Fault {
   std::string path_contains;
   absl::StatusCode code;
   std::string step;  // the message names it
+  int64_t nth = 1;   // which matching call fails
 };
 
 void PrintTo(const Fault &fault, std::ostream *os) { *os << fault.name; }
@@ -76,9 +77,8 @@ class PublishFaultTest : public ::testing::TestWithParam<Fault> {
   // artifact without its marker, a miss.
   void ExpectNothingLeft() {
     EXPECT_EQ(HalfNamed(), std::vector<std::string>{});
-    const std::string dir = store_->EntryDir(id_);
-    EXPECT_FALSE(fs::exists(dir + "/model.neff") &&
-                 !fs::exists(dir + "/model.done"))
+    const EntryPaths paths = store_->PathsOf(id_);
+    EXPECT_FALSE(fs::exists(paths.artifact()) && !fs::exists(paths.done()))
         << "an artifact without model.done";
     absl::StatusOr<StoredEntry> found =
         store_->Find(id_, Store::OnDamage::kReport);
@@ -94,7 +94,7 @@ class PublishFaultTest : public ::testing::TestWithParam<Fault> {
 TEST_P(PublishFaultTest, FailsCleanlyAndTheNextPublishIsAHit) {
   const Fault &fault = GetParam();
   const std::string content(3 << 20, 'n');  // several pipeline chunks
-  faults_.Fail(fault.op, fault.err, fault.path_contains);
+  faults_.Fail(fault.op, fault.err, fault.path_contains, fault.nth);
 
   absl::StatusOr<PublishResult> failed = PublishStaged(content);
   ASSERT_FALSE(failed.ok());
@@ -117,23 +117,27 @@ TEST_P(PublishFaultTest, FailsCleanlyAndTheNextPublishIsAHit) {
 INSTANTIATE_TEST_SUITE_P(
     Steps, PublishFaultTest,
     ::testing::Values(
-        Fault{"NoSpaceForTheTempFile", FsOp::kOpen, ENOSPC, ".model.neff.tmp.",
+        Fault{"NoSpaceForTheTempFile", FsOp::kOpen, ENOSPC, ".cafe01.neff.tmp.",
               absl::StatusCode::kResourceExhausted, "open "},
-        Fault{"NoSpaceAtTheWrite", FsOp::kWrite, ENOSPC, ".model.neff.tmp.",
+        Fault{"NoSpaceAtTheWrite", FsOp::kWrite, ENOSPC, ".cafe01.neff.tmp.",
               absl::StatusCode::kResourceExhausted, "write "},
-        Fault{"FsyncFails", FsOp::kSync, EIO, ".model.neff.tmp.",
+        Fault{"FsyncFails", FsOp::kSync, EIO, ".cafe01.neff.tmp.",
               absl::StatusCode::kUnknown, "fsync "},
         Fault{"NoSpaceAtTheArtifactRename", FsOp::kRename, ENOSPC,
-              "/model.neff", absl::StatusCode::kResourceExhausted, "rename "},
+              "/cafe01.neff", absl::StatusCode::kResourceExhausted, "rename "},
         Fault{"NoSpaceForModelDone", FsOp::kWrite, ENOSPC, "model.done",
               absl::StatusCode::kResourceExhausted, "write "},
         Fault{"ModelDoneRenameFails", FsOp::kRename, EIO, "/model.done",
               absl::StatusCode::kUnknown, "rename "},
-        Fault{"EntryDirFsyncFails", FsOp::kSyncDir, EIO, "/MODULE_",
+        // The shard directory's second fsync names the artifact (the first
+        // names the records directory made in it).
+        Fault{"ShardDirFsyncFails", FsOp::kSyncDir, EIO, "/ca/fe",
+              absl::StatusCode::kUnknown, "fsync directory ", 2},
+        Fault{"RecordsDirFsyncFails", FsOp::kSyncDir, EIO, "/cafe01.neffd",
               absl::StatusCode::kUnknown, "fsync directory "},
         Fault{"ModelDoneFsyncFails", FsOp::kSync, EIO, ".model.done.tmp.",
               absl::StatusCode::kUnknown, "fsync "},
-        Fault{"CreatedDirFsyncFails", FsOp::kSyncDir, EIO, "/neuronxcc-",
+        Fault{"CreatedDirFsyncFails", FsOp::kSyncDir, EIO, "/store/ca",
               absl::StatusCode::kUnknown, "fsync directory "}),
     [](const ::testing::TestParamInfo<Fault> &info) {
       return info.param.name;
@@ -180,22 +184,24 @@ TEST(PublishDurabilityTest, SyncsDataNamesAndMarkerInOrder) {
                   ->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 1},
                                  {{kKeyInputsMetadata, "{}"}})
                   .ok());
-  // Both new directories are named durably in their parents, the
-  // artifact's data before its rename, its name (with the key inputs')
-  // before model.done exists, model.done's data before its rename, and its
-  // name last.
+  // The three new directories (two shards, the records) are named durably
+  // in their parents, the artifact's data before its rename, its name and
+  // the key inputs before model.done exists, model.done's data before its
+  // rename, and its name last.
   EXPECT_EQ(recording.calls(),
             (std::vector<std::string>{
                 "fsync directory " + fs::path(root).filename().string(),
-                "fsync directory neuronxcc-2.19.1",
-                "fsync .model.neff.tmp",
-                "rename .model.neff.tmp",
+                "fsync directory du",
+                "fsync directory ra",
+                "fsync .durable01.neff.tmp",
+                "rename .durable01.neff.tmp",
+                "fsync directory ra",
                 "fsync .compile_flags.json.tmp",
                 "rename .compile_flags.json.tmp",
-                "fsync directory MODULE_durable01",
+                "fsync directory durable01.neffd",
                 "fsync .model.done.tmp",
                 "rename .model.done.tmp",
-                "fsync directory MODULE_durable01",
+                "fsync directory durable01.neffd",
             }));
 }
 
@@ -215,7 +221,7 @@ TEST(PublishStallTest, AStalledCallHoldsUpOnlyItsCaller) {
 
   // The slow key's artifact rename hangs, as a call to a sick shared
   // filesystem can.
-  faults.Stall(FsOp::kRename, "MODULE_slow/");
+  faults.Stall(FsOp::kRename, "/slow.neff");
   std::atomic<bool> slow_returned{false};
   absl::Status slow_status;
   std::thread slow_publisher([&] {

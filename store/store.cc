@@ -4,11 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "store/digest.h"
 #include "store/done_record.h"
 #include "store/file_util.h"
+#include "store/layout.h"
 
 namespace neffd {
 namespace {
@@ -17,6 +20,8 @@ constexpr char kDoneName[] = "model.done";
 constexpr char kLogName[] = "model.log";
 constexpr size_t kMaxDoneBytes = 1 << 20;
 constexpr size_t kMaxLogBytes = 1 << 20;
+// model.done's producer_host for an artifact neffd did not publish.
+constexpr char kAdoptedProducer[] = "adopted";
 
 int64_t MtimeNs(const struct stat &st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
@@ -27,6 +32,10 @@ v1::Entry EntryFromDone(const EntryKey &id, const std::string &path,
                         const v1::DoneRecord &done) {
   v1::Entry entry;
   *entry.mutable_id() = id.ToProto();
+  // A lookup for any version answers with the version the entry has.
+  if (id.compiler_version().empty()) {
+    entry.mutable_id()->set_compiler_version(done.compiler_version());
+  }
   entry.set_path(path);
   entry.set_size(done.size());
   entry.set_sha256(done.sha256());
@@ -71,12 +80,23 @@ absl::string_view Store::ArtifactName() const {
   return ArtifactFileName(options_.ns);
 }
 
-std::string Store::EntryDir(const EntryKey &id) const {
-  return absl::StrCat(options_.root, "/", id.RelativeDir());
+std::string Store::RecordsDir(const EntryKey &id) const {
+  return absl::StrCat(options_.root, "/", RecordsRelDir(id.key()));
 }
 
 std::string Store::ArtifactPath(const EntryKey &id) const {
-  return absl::StrCat(EntryDir(id), "/", ArtifactName());
+  return absl::StrCat(options_.root, "/",
+                      ArtifactRelPath(options_.ns, id.key()));
+}
+
+EntryPaths Store::PathsOf(const EntryKey &id) const {
+  return EntryPaths{absl::StrCat(options_.root, "/", ShardDir(id.key())),
+                    absl::StrCat(id.key(), ArtifactExtension(options_.ns)),
+                    RecordsDir(id),
+                    kDoneName,
+                    kLogName,
+                    kKeyInputsFileName,
+                    kLeaseFileName};
 }
 
 bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
@@ -90,95 +110,128 @@ bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
 
 bool Store::HasDoneRecord(const EntryKey &id) const {
   struct stat st;
-  return env_.Lstat(absl::StrCat(EntryDir(id), "/", kDoneName), &st).ok() &&
+  return env_.Lstat(PathsOf(id).done(), &st).ok() &&
          S_ISREG(st.st_mode);  // a planted FIFO or directory is no record
 }
 
 absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
                                         OnDamage on_damage) {
-  const std::string dir = EntryDir(id);
-  const std::string artifact = ArtifactPath(id);
-  absl::StatusOr<std::string> done_text =
-      ReadSmallFile(absl::StrCat(dir, "/", kDoneName), kMaxDoneBytes, &env_);
-  if (!done_text.ok()) {
-    if (absl::IsNotFound(done_text.status())) {
-      // The common miss (nothing there yet) costs one more stat; only an
-      // artifact without a marker needs a listing of the directory.
-      struct stat st;
-      if (!env_.Lstat(artifact, &st).ok()) {
-        return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
-      }
-      // An artifact without its marker is adopted or moved aside only by
-      // callers that may quarantine.
-      if (on_damage == OnDamage::kReport) {
-        return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
-      }
-      EntryState state = Inspect(id);
-      if (state.has_artifact && state.legacy_inputs &&
-          state.lock_files.empty()) {
-        return AdoptLegacy(id);
-      }
-      QuarantineOrphan(id, options_.orphan_grace);
-      return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
-    }
-    if (IsDamage(done_text.status())) {
-      return Damaged(id, done_text.status().message(), on_damage);
-    }
-    return done_text.status();
-  }
+  const EntryPaths paths = PathsOf(id);
+  const std::string artifact = paths.artifact();
+  auto miss = [&id](absl::string_view why = "") {
+    return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical(), why));
+  };
+  // The artifact first: for a key never compiled, and after TorchNeuron's
+  // clear, this one open is the whole miss.
   absl::StatusOr<RegularFile> opened =
       OpenRegularFile(artifact, options_.max_artifact_bytes, &env_);
-  if (!opened.ok()) {
-    if (IsDamage(opened.status())) {
-      return Damaged(id, opened.status().message(), on_damage);
-    }
-    if (!absl::IsNotFound(opened.status())) return opened.status();
-    return Damaged(id, "model.done present but the artifact is missing",
-                   on_damage);
+  if (absl::IsNotFound(opened.status())) return miss();
+  if (!opened.ok() && !IsDamage(opened.status())) return opened.status();
+  ArtifactSeen seen;
+  seen.exists = true;
+  if (opened.ok()) {
+    seen.regular = true;
+    seen.size = opened->st.st_size;
+    seen.inode = opened->st.st_ino;
   }
-  UniqueFd *const fd = &opened->fd;
-  const struct stat before = opened->st;
+  if (seen.regular && seen.size == 0) return miss();  // as for TorchNeuron
+  // What a quarantine may move: the file judged, not one renamed in since.
+  const std::optional<ino_t> judged =
+      seen.regular ? std::optional<ino_t>(seen.inode) : std::nullopt;
 
-  // libneuronxla writes an empty model.done: such legacy entries are trusted
-  // for their size and hashed on first serve.
-  v1::DoneRecord done;
-  const bool legacy = done_text->empty();
-  if (!legacy) {
+  std::optional<v1::DoneRecord> done;
+  absl::StatusOr<std::string> done_text =
+      ReadSmallFile(paths.done(), kMaxDoneBytes, &env_);
+  // An empty model.done (libneuronxla's marker) records nothing.
+  if (done_text.ok() && !done_text->empty()) {
     absl::StatusOr<v1::DoneRecord> parsed = ParseDoneRecord(*done_text);
     if (!parsed.ok()) {
-      return Damaged(id, parsed.status().message(), on_damage);
+      return Damaged(id, parsed.status().message(), on_damage, judged);
     }
     done = *std::move(parsed);
-    if (done.size() != static_cast<uint64_t>(before.st_size)) {
-      return Damaged(id,
-                     absl::StrFormat("artifact is %d bytes; model.done says %d",
-                                     before.st_size, done.size()),
-                     on_damage);
-    }
+  } else if (IsDamage(done_text.status())) {
+    return Damaged(id, done_text.status().message(), on_damage, judged);
+  } else if (!done_text.ok() && !absl::IsNotFound(done_text.status())) {
+    return done_text.status();
   }
-  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd->get(), -1, artifact);
+  const Judgement judgement =
+      JudgeEntry(options_.ns, id.key(), seen, done ? &*done : nullptr,
+                 id.compiler_version());
+  switch (judgement.verdict) {
+    case Verdict::kMiss:
+      return miss();
+    case Verdict::kCleared:  // TorchNeuron's clear: gc removes the records
+      return miss();
+    case Verdict::kVersionMismatch:
+      return miss(absl::StrCat(" (recorded for compiler version ",
+                               done->compiler_version(), ")"));
+    case Verdict::kDamage:
+      return Damaged(
+          id, seen.regular ? judgement.reason : opened.status().message(),
+          on_damage, judged);
+    case Verdict::kAdopt:
+      return HashAndCheck(id, *opened, nullptr, on_damage);
+    case Verdict::kVerify:
+      return HashAndCheck(id, *opened, &*done, on_damage);
+  }
+  return miss();
+}
+
+absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey &id,
+                                                RegularFile &artifact,
+                                                const v1::DoneRecord *done,
+                                                OnDamage on_damage) {
+  const EntryPaths paths = PathsOf(id);
+  const std::string path = paths.artifact();
+  const struct stat before = artifact.st;
+  absl::StatusOr<CopyResult> hashed = CopyAndHash(artifact.fd.get(), -1, path);
   if (!hashed.ok()) return hashed.status();
   struct stat after;
-  if (absl::Status s = env_.Fstat(fd->get(), artifact, &after); !s.ok()) {
+  if (absl::Status s = env_.Fstat(artifact.fd.get(), path, &after); !s.ok()) {
     return s;
   }
   if (!(IdentityOf(before) == IdentityOf(after))) {
-    return absl::UnavailableError(
-        absl::StrCat(artifact, " changed while it was verified; retry"));
+    // Renamed into quarantine by another checker (a rename changes the
+    // ctime), or rewritten: a miss, which the caller's lock resolves.
+    return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical(), " (",
+                                            paths.artifact_name,
+                                            " changed while it was verified)"));
   }
-  if (legacy) {
-    done.set_size(hashed->size);
-    done.set_sha256(hashed->sha256);
-    done.set_compiler_version(id.compiler_version());
-    done.set_key(id.key());
-    done.set_publish_time_unix_ms(MtimeNs(before) / 1000000);
-  } else if (hashed->sha256 != done.sha256()) {
-    return Damaged(id,
-                   absl::StrCat("artifact sha256 is ", hashed->sha256,
-                                "; model.done says ", done.sha256()),
-                   on_damage);
+  if (done != nullptr) {
+    if (hashed->sha256 != done->sha256()) {
+      return Damaged(
+          id,
+          absl::StrCat(paths.artifact_name, " sha256 is ", hashed->sha256,
+                       "; model.done says ", done->sha256()),
+          on_damage, before.st_ino);
+    }
+    return StoredEntry{EntryFromDone(id, path, *done), IdentityOf(before),
+                       false};
   }
-  return StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(before)};
+  // An artifact no record describes: an unmodified rank's put, or a publish
+  // whose verified bytes were renamed in before a crash. Its bytes are what
+  // its key names, as far as anyone can know: record them now, so the next
+  // lookup verifies instead of adopting.
+  v1::DoneRecord adopted;
+  adopted.set_size(hashed->size);
+  adopted.set_sha256(hashed->sha256);
+  adopted.set_producer_host(kAdoptedProducer);
+  adopted.set_publish_time_unix_ms(MtimeNs(before) / 1000000);
+  adopted.set_compiler_version(id.compiler_version());
+  adopted.set_key(id.key());
+  adopted.set_artifact_inode(before.st_ino);
+  struct stat lease;
+  // A lease out means a publish may be writing its own record (with its
+  // producer and key inputs) right now: serve, but leave recording to it.
+  const bool publishing = env_.Lstat(paths.lease(), &lease).ok();
+  bool recorded = false;
+  if (on_damage == OnDamage::kQuarantine && !publishing) {
+    // Unrecorded (no permission, a full disk): adopted again next time.
+    recorded = MakeGroupDirs(paths.records_dir, kSharedDirMode, &env_).ok() &&
+               WriteDone(id, adopted).ok();
+  }
+  return StoredEntry{EntryFromDone(id, path, adopted), IdentityOf(before),
+                     recorded};
 }
 
 absl::StatusOr<PublishResult> Store::PublishFromFd(
@@ -226,23 +279,25 @@ absl::StatusOr<PublishResult> Store::Publish(
   absl::StatusOr<StoredEntry> existing = Find(id);
   if (existing.ok()) return PublishResult{*std::move(existing), true};
   if (!absl::IsNotFound(existing.status())) return existing.status();
-  // The publisher holds the entry's lease: whatever artifact is there
-  // without model.done is an interrupted publish, not one in flight.
-  QuarantineOrphan(id, absl::ZeroDuration());
   QuarantinePlanted(id);
 
   // The durability order (store.h, PublishFromFd): a created directory's
   // name is synced in its parent first, the artifact's data before it is
   // renamed into place, its name (and the key inputs') before model.done is
-  // written, model.done's data before its rename, and that name last.
-  const std::string dir = EntryDir(id);
-  if (absl::Status s =
-          MakeGroupDirs(dir, kSharedDirMode, &env_, /*durably=*/true);
-      !s.ok()) {
-    return s;
+  // written, model.done's data before its rename, and that name last. The
+  // records directory is made first, so a crash that leaves a temp file
+  // leaves a name gc finds it by.
+  const EntryPaths paths = PathsOf(id);
+  for (const std::string &dir : {paths.records_dir}) {
+    if (absl::Status s =
+            MakeGroupDirs(dir, kSharedDirMode, &env_, /*durably=*/true);
+        !s.ok()) {
+      return s;
+    }
   }
   const std::string tmp =
-      absl::StrCat(dir, "/", UniqueTempName(ArtifactName(), options_.host_id));
+      absl::StrCat(paths.artifact_dir, "/",
+                   UniqueTempName(paths.artifact_name, options_.host_id));
   absl::StatusOr<UniqueFd> out =
       env_.Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (!out.ok()) return out.status();
@@ -265,7 +320,7 @@ absl::StatusOr<PublishResult> Store::Publish(
   }
   if (verified) verified();
   if (absl::Status s = env_.Sync(out->get(), tmp); !s.ok()) return fail(s);
-  const std::string artifact = ArtifactPath(id);
+  const std::string artifact = paths.artifact();
   if (absl::Status s = env_.Rename(tmp, artifact); !s.ok()) return fail(s);
   struct stat st;  // after the rename, which changes ctime
   if (absl::Status s = env_.Fstat(out->get(), artifact, &st); !s.ok()) {
@@ -280,17 +335,16 @@ absl::StatusOr<PublishResult> Store::Publish(
   done.set_publish_time_unix_ms(absl::ToUnixMillis(env_.Now()));
   done.set_compiler_version(id.compiler_version());
   done.set_key(id.key());
+  done.set_artifact_inode(st.st_ino);
   done.mutable_metadata()->insert(md.begin(), md.end());
-  // The key inputs go before model.done, so a complete entry always has
-  // them. Their write ends with the directory's fsync, which makes the
-  // artifact's name durable too; without them the directory is synced on
-  // its own. Only then may model.done name the artifact.
-  absl::Status finished;
-  if (auto inputs = md.find(kKeyInputsMetadata); inputs != md.end()) {
-    finished = WriteFileAtomically(dir, kKeyInputsFileName, inputs->second,
-                                   options_.host_id, /*durable=*/true, &env_);
-  } else {
-    finished = env_.SyncDir(dir);
+  // The artifact's name is durable before model.done may name it; the key
+  // inputs go before model.done, so a complete entry always has them.
+  absl::Status finished = env_.SyncDir(paths.artifact_dir);
+  auto inputs = md.find(kKeyInputsMetadata);
+  if (finished.ok() && inputs != md.end()) {
+    finished = WriteFileAtomically(paths.records_dir, paths.key_inputs_name,
+                                   inputs->second, options_.host_id,
+                                   /*durable=*/true, &env_);
   }
   if (finished.ok()) finished = WriteDone(id, done);
   if (!finished.ok()) {
@@ -299,36 +353,14 @@ absl::StatusOr<PublishResult> Store::Publish(
     // remove it now and give a full disk its space back. A marker renamed
     // in whose directory could not be synced goes first: the caller hears
     // of a failure, so nothing may stay that looks published.
-    (void)env_.Unlink(absl::StrCat(dir, "/", kDoneName));
+    (void)env_.Unlink(paths.done());
     (void)env_.Unlink(artifact);
     return finished;
   }
-  (void)env_.Unlink(absl::StrCat(dir, "/", kLogName));
+  (void)env_.Unlink(paths.log());
   return PublishResult{
-      StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)}, false};
-}
-
-absl::StatusOr<StoredEntry> Store::AdoptLegacy(const EntryKey &id) {
-  const std::string artifact = ArtifactPath(id);
-  absl::StatusOr<RegularFile> opened =
-      OpenRegularFile(artifact, options_.max_artifact_bytes, &env_);
-  if (!opened.ok()) {
-    if (!IsDamage(opened.status())) return opened.status();
-    return Damaged(id, opened.status().message(), OnDamage::kQuarantine);
-  }
-  const struct stat st = opened->st;
-  absl::StatusOr<CopyResult> hashed =
-      CopyAndHash(opened->fd.get(), -1, artifact);
-  if (!hashed.ok()) return hashed.status();
-  v1::DoneRecord done;
-  done.set_size(hashed->size);
-  done.set_sha256(hashed->sha256);
-  done.set_producer_host("legacy");
-  done.set_publish_time_unix_ms(MtimeNs(st) / 1000000);
-  done.set_compiler_version(id.compiler_version());
-  done.set_key(id.key());
-  if (absl::Status s = WriteDone(id, done); !s.ok()) return s;
-  return StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st)};
+      StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st), false},
+      false};
 }
 
 absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
@@ -336,18 +368,21 @@ absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
   if (!json.ok()) return json.status();
   // Data fsynced before the rename, the directory after it: once this
   // returns the entry survives a power loss (PublishFromFd).
-  return WriteFileAtomically(EntryDir(id), kDoneName, *json, options_.host_id,
-                             /*durable=*/true, &env_);
+  const EntryPaths paths = PathsOf(id);
+  return WriteFileAtomically(paths.records_dir, paths.done_name, *json,
+                             options_.host_id, /*durable=*/true, &env_);
 }
 
 absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
                                                  absl::string_view log) {
-  const std::string dir = EntryDir(id);
-  if (absl::Status s = MakeGroupDirs(dir, kSharedDirMode, &env_); !s.ok())
+  const EntryPaths paths = PathsOf(id);
+  if (absl::Status s = MakeGroupDirs(paths.records_dir, kSharedDirMode, &env_);
+      !s.ok())
     return s;
   if (log.size() > kMaxLogBytes) log = log.substr(log.size() - kMaxLogBytes);
-  if (absl::Status s = WriteFileAtomically(dir, kLogName, log, options_.host_id,
-                                           /*durable=*/true, &env_);
+  if (absl::Status s =
+          WriteFileAtomically(paths.records_dir, paths.log_name, log,
+                              options_.host_id, /*durable=*/true, &env_);
       !s.ok()) {
     return s;
   }
@@ -362,7 +397,7 @@ absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
 }
 
 std::optional<v1::Failure> Store::FindFailure(const EntryKey &id) const {
-  const std::string path = absl::StrCat(EntryDir(id), "/", kLogName);
+  const std::string path = PathsOf(id).log();
   struct stat st;
   if (!env_.Lstat(path, &st).ok() || !S_ISREG(st.st_mode)) {
     return std::nullopt;
@@ -378,45 +413,30 @@ std::optional<v1::Failure> Store::FindFailure(const EntryKey &id) const {
 }
 
 std::string Store::QuarantineTarget(const EntryKey &id) const {
-  return absl::StrCat(
-      options_.root, "/quarantine/",
-      UniqueTempName(absl::StrCat(id.compiler_version(), "__", id.key()),
-                     options_.host_id)
-          .substr(1));
-}
-
-void Store::QuarantineOrphan(const EntryKey &id, absl::Duration grace) {
-  struct stat st;
-  if (!env_.Lstat(ArtifactPath(id), &st).ok()) return;
-  if (grace > absl::ZeroDuration()) {
-    struct stat lease;
-    for (const char *name : {kLeaseFileName, kLegacyLeaseFileName}) {
-      if (env_.Lstat(absl::StrCat(EntryDir(id), "/", name), &lease).ok()) {
-        return;
-      }
-    }
-    if (env_.Now() - absl::TimeFromTimespec(st.st_mtim) < grace) return;
-  }
-  // Only the artifact moves: the directory may hold the caller's lease file.
-  (void)MoveFileToQuarantine(
-      id, ArtifactPath(id),
-      "artifact without model.done (interrupted publish)");
+  return absl::StrCat(options_.root, "/quarantine/",
+                      UniqueTempName(id.key(), options_.host_id).substr(1));
 }
 
 absl::StatusOr<std::string> Store::MoveFileToQuarantine(
     const EntryKey &id, const std::string &path, absl::string_view reason) {
   return MoveToQuarantine(absl::StrCat(options_.root, "/quarantine"), path,
-                          absl::StrCat(id.compiler_version(), "__", id.key()),
-                          reason, options_.host_id, &env_);
+                          id.key(), reason, options_.host_id, &env_);
 }
 
 void Store::QuarantinePlanted(const EntryKey &id) {
-  for (absl::string_view name : {kKeyInputsFileName, kLogName}) {
-    const std::string path = absl::StrCat(EntryDir(id), "/", name);
+  const EntryPaths paths = PathsOf(id);
+  std::vector<std::pair<std::string, bool>> checked = {
+      {paths.records_dir, /*dir=*/true},
+      {paths.key_inputs(), false},
+      {paths.log(), false}};
+  for (const auto &[path, want_dir] : checked) {
     struct stat st;
-    if (!env_.Lstat(path, &st).ok() || S_ISREG(st.st_mode)) continue;
-    const std::string reason =
-        absl::StrCat(name, " is ", FileTypeName(st.st_mode));
+    if (!env_.Lstat(path, &st).ok() ||
+        (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))) {
+      continue;
+    }
+    const std::string reason = absl::StrCat(path.substr(path.rfind('/') + 1),
+                                            " is ", FileTypeName(st.st_mode));
     absl::StatusOr<std::string> target = MoveFileToQuarantine(id, path, reason);
     if (!target.ok()) continue;
     ++quarantined_;
@@ -430,21 +450,44 @@ void Store::QuarantinePlanted(const EntryKey &id) {
 }
 
 absl::Status Store::Damaged(const EntryKey &id, absl::string_view reason,
-                            OnDamage on_damage) {
+                            OnDamage on_damage,
+                            std::optional<ino_t> judged_inode) {
   if (on_damage == OnDamage::kReport) {
     return absl::DataLossError(absl::StrCat(id.Canonical(), ": ", reason));
   }
-  (void)Quarantine(id, reason);
+  (void)Quarantine(id, reason, judged_inode);
   return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
 }
 
-absl::StatusOr<std::string> Store::Quarantine(const EntryKey &id,
-                                              absl::string_view reason) {
+absl::StatusOr<std::string> Store::Quarantine(
+    const EntryKey &id, absl::string_view reason,
+    std::optional<ino_t> judged_inode) {
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
   if (absl::Status s = MakeGroupDirs(qdir, kSharedDirMode, &env_); !s.ok())
     return s;
   const std::string target = QuarantineTarget(id);
-  if (absl::Status s = env_.Rename(EntryDir(id), target); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(target, kSharedDirMode, &env_); !s.ok()) {
+    return s;
+  }
+  const EntryPaths paths = PathsOf(id);
+  const std::string moved_artifact =
+      absl::StrCat(target, "/", paths.artifact_name);
+  absl::Status moved = env_.Rename(paths.artifact(), moved_artifact);
+  if (!moved.ok() && !absl::IsNotFound(moved)) return moved;
+  struct stat st;
+  if (moved.ok() && judged_inode.has_value() &&
+      env_.Lstat(moved_artifact, &st).ok() && st.st_ino != *judged_inode) {
+    // Two hosts judged the same damage; the other quarantined it and
+    // republished before this rename. Its good artifact goes back unless a
+    // still newer one is there (link never replaces), and its record stays.
+    (void)env_.Link(moved_artifact, paths.artifact());
+    (void)env_.Unlink(moved_artifact);
+    (void)env_.Rmdir(target);
+    return absl::FailedPreconditionError(
+        absl::StrCat(id.Canonical(), " was replaced since it was judged"));
+  }
+  moved = env_.Rename(paths.done(), absl::StrCat(target, "/", paths.done_name));
+  if (!moved.ok() && !absl::IsNotFound(moved)) return moved;
   (void)WriteFileAtomically(target, "reason", absl::StrCat(reason, "\n"),
                             options_.host_id, /*durable=*/true, &env_);
   ++quarantined_;

@@ -1,28 +1,28 @@
 // store/store.h
 //
 // Store is one namespace's shared, content-addressed cache on a POSIX
-// directory that many hosts mount (FSx for Lustre in production). It owns the
-// on-disk layout (docs/ARCHITECTURE.md, "On-disk layout"), compatible with
-// libneuronxla's cache:
+// directory that many hosts mount (FSx for Lustre in production), in
+// TorchNeuron's own layout (store/layout.h), so unmodified TorchNeuron ranks
+// and neffd share one cache:
 //
-//   {root}/neuronxcc-{version}/MODULE_{key}/
-//       model.neff | model.hlo      the artifact (written first, by rename)
-//       compile_flags.json          the key-inputs record, when the
-//                                   publisher gave one (kKeyInputsMetadata)
-//       model.done                  DoneRecord as JSON (written last, by
-//                                   rename)
-//       model.log                   a recorded compile failure
-//   {root}/quarantine/              damaged entries, each with a `reason` file
+//   {root}/{k0k1}/{k2k3}/{key}.neff | .hlo   the artifact, by rename
+//   {root}/{k0k1}/{k2k3}/{key}.neffd/        neffd's records: model.done
+//                                            (written last), model.log,
+//                                            compile_flags.json, the lease
+//   {root}/quarantine/                       damage, each with a reason
 //
 // Everything Find returns was verified (size, and sha256 once per file
 // identity); everything Publish writes appears atomically or not at all.
-// Damaged entries (size or digest mismatch, model.done without artifact,
-// unparseable model.done, an artifact left without model.done by an
-// interrupted publish, and anything planted in a file's place: a FIFO, a
-// socket, a symlink, a directory, a record over its bound) are moved to
-// quarantine with a reason file and reported as NotFound. An artifact without
-// model.done that is younger than orphan_grace or guarded by a lease file may
-// be a publish in flight: a miss, left alone.
+// What a lookup makes of what it finds is JudgeEntry's (store/layout.h): an
+// empty or absent artifact is a miss; records without an artifact are a
+// cleared entry (a miss, not damage); an artifact no record describes (an
+// unmodified rank's put, or a publish interrupted after its verified bytes
+// were renamed into place) is hashed and recorded ("adopted"); a record for
+// another compiler version is a miss. Damage (a recorded artifact whose size
+// or digest no longer matches, an unparseable model.done, and anything
+// planted in a file's place: a FIFO, a socket, a symlink, a directory, a
+// record over its bound) is moved to quarantine with a reason and reported
+// as NotFound.
 //
 // Every filesystem call and clock reading goes through StoreOptions::env
 // (store/env.h), which tests wrap to inject faults.
@@ -51,6 +51,7 @@
 #include "store/entry_id.h"
 #include "store/env.h"
 #include "store/events.h"
+#include "store/file_util.h"
 #include "store/lock_paths.h"
 
 namespace neffd {
@@ -72,10 +73,6 @@ struct StoreOptions {
   // The filesystem and the clock; not owned. The store counts the calls it
   // makes through it (metadata_ops()).
   Env *env = Env::Default();
-  // An artifact without model.done and without a lease file is an
-  // interrupted publish once it is this old; younger ones may still be in
-  // flight.
-  absl::Duration orphan_grace = absl::Seconds(60);
   // Where damage found (an entry quarantined) is reported.
   EventSink on_event = StderrEventSink;
   // An artifact larger than this is damage (store/file_util.h
@@ -103,6 +100,9 @@ FileIdentity IdentityOf(const struct stat &st);
 struct StoredEntry {
   v1::Entry entry;
   FileIdentity identity;  // of the artifact, as verified
+  // This Find recorded an artifact no record described (an unmodified
+  // rank's put): a new entry as far as neffd's tiers know.
+  bool adopted = false;
 };
 
 struct Producer {
@@ -111,8 +111,9 @@ struct Producer {
 };
 
 // A file that a publish writes before it is complete
-// (".{name}.tmp.{host}.{pid}.{random}", store/file_util.h): one left in an
-// entry directory by a crashed publish is an orphan, gc's to remove.
+// (".{name}.tmp.{host}.{pid}.{random}", store/file_util.h): one left in a
+// shard or records directory by a crashed publish is an orphan, gc's to
+// remove.
 struct TempFile {
   std::string name;
   uint64_t size = 0;
@@ -142,21 +143,38 @@ struct AsideSweep {
   AsideCounts kept;
 };
 
-// What an entry directory holds, from one listing (import, gc, operators).
+// What an entry's artifact and records directory hold (import, gc,
+// operators).
 struct EntryState {
-  bool exists = false;  // the directory
-  bool has_artifact = false;
+  bool exists = false;        // an artifact or a records directory
+  bool has_artifact = false;  // a non-empty regular file
   uint64_t artifact_size = 0;
   absl::Time artifact_mtime;
   bool has_done = false;
   absl::Time done_mtime;
   bool has_log = false;
-  // libneuronxla's compile inputs (model.hlo.pb, compile_flags.txt) beside
-  // an artifact mark an entry from before model.done existed.
-  bool legacy_inputs = false;
   // IsLockFileName (store/lock_paths.h): leases and *.lock.
   std::vector<std::pair<std::string, absl::Time>> lock_files;
   std::vector<TempFile> temp_files;
+};
+
+// Where one entry's files are (store/layout.h): the artifact in its shard
+// directory, the records in "{key}.neffd/" beside it. Temp files are written
+// in the directory of the file they become.
+struct EntryPaths {
+  std::string artifact_dir;  // the artifact and its temp files
+  std::string artifact_name;
+  std::string records_dir;  // done, log, key inputs, lease
+  std::string done_name;
+  std::string log_name;
+  std::string key_inputs_name;
+  std::string lease_name;
+
+  std::string artifact() const { return artifact_dir + "/" + artifact_name; }
+  std::string done() const { return records_dir + "/" + done_name; }
+  std::string log() const { return records_dir + "/" + log_name; }
+  std::string key_inputs() const { return records_dir + "/" + key_inputs_name; }
+  std::string lease() const { return records_dir + "/" + lease_name; }
 };
 
 struct PublishResult {
@@ -178,8 +196,10 @@ class Store {
   // Entries this process moved to quarantine/ (damage found).
   uint64_t quarantined() const { return quarantined_; }
   Namespace ns() const { return options_.ns; }
-  std::string EntryDir(const EntryKey &id) const;
+  // {root}/{k0k1}/{k2k3}/{key}.neffd: the entry's records and its lease.
+  std::string RecordsDir(const EntryKey &id) const;
   std::string ArtifactPath(const EntryKey &id) const;
+  EntryPaths PathsOf(const EntryKey &id) const;
 
   // The hit path: true if model.done exists and the artifact still has the
   // identity that was verified. Two stats, no reads.
@@ -199,9 +219,13 @@ class Store {
     kReport,
   };
 
-  // Full check of the entry on disk (reads model.done, hashes the artifact).
-  // NotFound if there is no complete entry; damaged entries as `on_damage`
-  // says. Other errors are I/O failures.
+  // Full check of the entry on disk (reads model.done, hashes the artifact;
+  // store/layout.h JudgeEntry). NotFound if there is no entry for the key
+  // and version; damaged entries as `on_damage` says. An artifact no record
+  // describes is hashed and served, and recorded too unless `on_damage` is
+  // kReport or a lease is out on it. An artifact that changed while it was
+  // hashed is a miss (NotFound): under the key's lock the caller finds what
+  // replaced it. Other errors are I/O failures.
   absl::StatusOr<StoredEntry> Find(const EntryKey &id,
                                    OnDamage on_damage = OnDamage::kQuarantine);
 
@@ -216,16 +240,17 @@ class Store {
   // Durability: when this returns OK the entry survives a power loss. The
   // order leaves nothing or a whole entry at every crash point:
   //   1. a directory it had to create: its parent is fsynced;
-  //   2. the artifact is written to a temp file and fsynced, then renamed
-  //      to its name;
-  //   3. the key inputs (if any) are written, fsynced and renamed; the entry
-  //      directory is fsynced (the artifact's and key inputs' names);
-  //   4. model.done is written to a temp file and fsynced, renamed, and the
-  //      entry directory fsynced again.
-  // A crash before 4's rename leaves an artifact without model.done: a miss,
-  // moved aside by the next holder or after orphan_grace, and its temp file
-  // is swept by gc (SweepLeftovers). Every call goes through the Env, so a
-  // test can kill the process after any of them (store/testing/).
+  //   2. the artifact is written to a temp file in its shard directory and
+  //      fsynced, then renamed to its name; the shard directory is fsynced;
+  //   3. the key inputs (if any) are written, fsynced and renamed in the
+  //      records directory;
+  //   4. model.done (with the artifact's inode) is written to a temp file
+  //      and fsynced, renamed, and the records directory fsynced.
+  // The bytes are verified before 2's rename, so a crash after it leaves a
+  // whole artifact without model.done: the next lookup adopts it (hashes and
+  // records it). A temp file left by a crash is swept by gc. Every call goes
+  // through the Env, so a test can kill the process after any of them
+  // (store/testing/).
   //
   // `verified`, if set, runs once the content has been read, matched `size`
   // and `sha256` and will become the entry (no other entry was there), but
@@ -249,20 +274,28 @@ class Store {
   // The failure in force for `id`, if any.
   std::optional<v1::Failure> FindFailure(const EntryKey &id) const;
 
-  // Moves the entry's directory to {root}/quarantine/ with a reason file and
-  // returns the new location.
-  absl::StatusOr<std::string> Quarantine(const EntryKey &id,
-                                         absl::string_view reason);
+  // Moves the entry's artifact and model.done into a fresh directory of
+  // {root}/quarantine/ with a reason file and returns it. The records
+  // directory stays: it may hold another host's lease. With `judged_inode`,
+  // only that artifact is moved: one another host has renamed in since (it
+  // quarantined the same damage and republished) is put back and the
+  // answer is FailedPrecondition.
+  absl::StatusOr<std::string> Quarantine(
+      const EntryKey &id, absl::string_view reason,
+      std::optional<ino_t> judged_inode = std::nullopt);
 
   // --- Maintenance (store_maintenance.cc) ---
 
-  // Calls `visit` for every neuronxcc-*/MODULE_* directory whose names are
-  // valid; stops early when `visit` returns false.
+  // Calls `visit` for every key that has an artifact or a records directory
+  // in its own shard, with the compiler version its model.done records
+  // (empty without one); stops early when `visit` returns false. Lists every
+  // shard directory and reads each model.done: maintenance only.
   absl::Status ForEachEntry(
       const std::function<bool(const EntryKey &)> &visit) const;
   EntryState Inspect(const EntryKey &id) const;
-  // Renames the entry's directory into {root}/.trash, then deletes it: a
-  // reader that already opened a file keeps reading it. NotFound if absent.
+  // Renames the entry's artifact and records directory into {root}/.trash,
+  // then deletes them: a reader that already opened a file keeps reading
+  // it. NotFound if neither exists.
   absl::Status Remove(const EntryKey &id);
   // Removes one temp file (EntryState::temp_files) of the entry;
   // InvalidArgument for a name that is not a temp file's.
@@ -275,11 +308,28 @@ class Store {
                                         absl::Time now);
   // Breaks one lock file of the entry (rename, then unlink).
   absl::Status RemoveLockFile(const EntryKey &id, const std::string &name);
+  // --- Migration from the layout before TorchNeuron's ---
+  //
+  // neffd before issue 27 wrote {root}/neuronxcc-{version}/MODULE_{key}/
+  // (model.neff | model.hlo, model.done, compile_flags.json, model.log).
+
+  // Calls `visit` for every such directory whose names are valid.
+  absl::Status ForEachOldLayoutEntry(
+      const std::function<bool(const EntryKey &)> &visit) const;
+  enum class Migration {
+    kMoved,        // its artifact renamed into this layout and recorded
+    kLocked,       // a lock or lease file in it: left for its holder
+    kIncomplete,   // no non-empty artifact: left alone
+    kAlreadyHere,  // this layout has the key already: left alone
+    kDamaged,      // its bytes do not match its old record: quarantined
+  };
+  // Moves one old-layout entry in: its artifact by rename (no copy), its key
+  // inputs, and a record verified against the old one (its producer and
+  // metadata kept); then removes the old directory.
+  absl::StatusOr<Migration> MigrateOldLayoutEntry(const EntryKey &id);
+
   // The shared filesystem's clock: the mtime of a file just touched here.
   absl::StatusOr<absl::Time> FilesystemNow() const;
-  // Writes model.done for a legacy entry (artifact and compile inputs, no
-  // marker) from the artifact's own size and digest.
-  absl::StatusOr<StoredEntry> AdoptLegacy(const EntryKey &id);
 
  private:
   explicit Store(StoreOptions options)
@@ -298,19 +348,26 @@ class Store {
   absl::Status WriteDone(const EntryKey &id, const v1::DoneRecord &done);
   // Find's answer for a damaged entry (see OnDamage).
   absl::Status Damaged(const EntryKey &id, absl::string_view reason,
-                       OnDamage on_damage);
+                       OnDamage on_damage,
+                       std::optional<ino_t> judged_inode = std::nullopt);
 
   // A fresh, unique place under {root}/quarantine/ for a damaged `id`.
   std::string QuarantineTarget(const EntryKey &id) const;
-  // Moves what stands at the entry's file names but is not a regular file
-  // (compile_flags.json, model.log) to quarantine/: a publisher would fail
-  // to rename over a directory there for ever.
+  // {root}/neuronxcc-{version}/MODULE_{key}: `id`'s old-layout directory.
+  std::string OldLayoutDir(const EntryKey &id) const;
+  // Moves what stands at the entry's record names but is not what belongs
+  // there (a records "directory" that is a file; compile_flags.json,
+  // model.log that are not regular files) to quarantine/: a publisher would
+  // fail to rename over them for ever.
   void QuarantinePlanted(const EntryKey &id);
-  // Moves an artifact that has no model.done aside, if it is not a publish
-  // in flight (lease file present, or younger than `grace`).
-  void QuarantineOrphan(const EntryKey &id, absl::Duration grace);
-  // Renames one file of `id`'s directory into quarantine/ beside a
-  // "{name}.reason" file; returns where it went.
+  // Hashes the open artifact and, for kAdopt, builds its record; verifies
+  // it against `done` for kVerify.
+  absl::StatusOr<StoredEntry> HashAndCheck(const EntryKey &id,
+                                           RegularFile &artifact,
+                                           const v1::DoneRecord *done,
+                                           OnDamage on_damage);
+  // Renames one file of `id`'s into quarantine/ beside a "{name}.reason"
+  // file; returns where it went.
   absl::StatusOr<std::string> MoveFileToQuarantine(const EntryKey &id,
                                                    const std::string &path,
                                                    absl::string_view reason);

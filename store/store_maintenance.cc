@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "store/done_record.h"
 #include "store/file_util.h"
+#include "store/layout.h"
 #include "store/store.h"
 
 namespace neffd {
@@ -44,17 +47,44 @@ void MeasureTree(Env &env, const std::string &path, uint64_t *bytes,
 
 absl::Status Store::ForEachEntry(
     const std::function<bool(const EntryKey &)> &visit) const {
-  for (const std::string &version_dir : ListDir(env_, options_.root)) {
-    if (!absl::StartsWith(version_dir, "neuronxcc-")) continue;
-    const std::string version = version_dir.substr(strlen("neuronxcc-"));
-    for (const std::string &module_dir :
-         ListDir(env_, absl::StrCat(options_.root, "/", version_dir))) {
-      if (!absl::StartsWith(module_dir, "MODULE_")) continue;
-      absl::StatusOr<EntryKey> id =
-          EntryKey::Parse(NamespaceName(options_.ns), version,
-                          module_dir.substr(strlen("MODULE_")));
-      if (!id.ok()) continue;  // not ours to touch
-      if (!visit(*id)) return absl::OkStatus();
+  // Shard directories are two characters, never hidden (store/layout.h);
+  // quarantine/, .trash/, .neffd/ and libneuronxla's trees are not.
+  auto is_shard = [](absl::string_view name) {
+    return name.size() == 2 && name[0] != '.';
+  };
+  for (const std::string &first : ListDir(env_, options_.root)) {
+    if (!is_shard(first)) continue;
+    const std::string first_dir = absl::StrCat(options_.root, "/", first);
+    for (const std::string &second : ListDir(env_, first_dir)) {
+      if (!is_shard(second)) continue;
+      const std::string shard = absl::StrCat(first, "/", second);
+      std::set<std::string> keys;  // an artifact and its records: one entry
+      for (const std::string &name :
+           ListDir(env_, absl::StrCat(options_.root, "/", shard))) {
+        std::string key;
+        const ShardName kind =
+            ClassifyShardName(options_.ns, shard, name, &key);
+        if (kind == ShardName::kArtifact || kind == ShardName::kRecords) {
+          keys.insert(std::move(key));
+        }
+      }
+      for (const std::string &key : keys) {
+        // The version the entry was recorded for, so the index, the access
+        // journals and this host's last uses (keyed by it) know the entry.
+        std::string version;
+        absl::StatusOr<std::string> done = ReadSmallFile(
+            absl::StrCat(options_.root, "/", RecordsRelDir(key), "/model.done"),
+            1 << 20, &env_);
+        if (done.ok() && !done->empty()) {
+          absl::StatusOr<v1::DoneRecord> record = ParseDoneRecord(*done);
+          if (record.ok()) version = record->compiler_version();
+        }
+        absl::StatusOr<EntryKey> id =
+            EntryKey::Parse(NamespaceName(options_.ns), version, key);
+        if (!id.ok()) id = EntryKey::Parse(NamespaceName(options_.ns), "", key);
+        if (!id.ok()) continue;  // not ours to touch
+        if (!visit(*id)) return absl::OkStatus();
+      }
     }
   }
   return absl::OkStatus();
@@ -62,30 +92,46 @@ absl::Status Store::ForEachEntry(
 
 EntryState Store::Inspect(const EntryKey &id) const {
   EntryState state;
-  const std::string dir = EntryDir(id);
+  const EntryPaths paths = PathsOf(id);
   struct stat st;
+  if (env_.Lstat(paths.artifact(), &st).ok()) {
+    state.exists = true;
+    if (S_ISREG(st.st_mode) && st.st_size > 0) {
+      state.has_artifact = true;
+      state.artifact_size = st.st_size;
+      state.artifact_mtime = absl::TimeFromTimespec(st.st_mtim);
+    }
+  }
+  // This entry's temp files: the artifact's beside it, the records' in the
+  // records directory.
+  const std::string artifact_temp =
+      absl::StrCat(".", paths.artifact_name, ".tmp.");
+  auto add_temp = [&state](const std::string &name, const struct stat &st) {
+    state.temp_files.push_back({name, static_cast<uint64_t>(st.st_size),
+                                absl::TimeFromTimespec(st.st_mtim)});
+  };
+  for (const std::string &name : ListDir(env_, paths.artifact_dir)) {
+    if (absl::StartsWith(name, artifact_temp) &&
+        env_.Lstat(absl::StrCat(paths.artifact_dir, "/", name), &st).ok() &&
+        S_ISREG(st.st_mode)) {
+      add_temp(name, st);
+    }
+  }
+  const std::string &dir = paths.records_dir;
   if (!env_.Lstat(dir, &st).ok() || !S_ISDIR(st.st_mode)) return state;
   state.exists = true;
-  const std::string artifact(ArtifactName());
   for (const std::string &name : ListDir(env_, dir)) {
     if (!env_.Lstat(absl::StrCat(dir, "/", name), &st).ok()) continue;
     const absl::Time mtime = absl::TimeFromTimespec(st.st_mtim);
-    if (name == artifact && S_ISREG(st.st_mode)) {
-      state.has_artifact = true;
-      state.artifact_size = st.st_size;
-      state.artifact_mtime = mtime;
-    } else if (name == "model.done") {
+    if (name == paths.done_name) {
       state.has_done = true;
       state.done_mtime = mtime;
-    } else if (name == "model.log") {
+    } else if (name == paths.log_name) {
       state.has_log = true;
-    } else if (name == "model.hlo.pb" || name == "compile_flags.txt") {
-      state.legacy_inputs = true;
     } else if (IsLockFileName(name)) {
       state.lock_files.emplace_back(name, mtime);
     } else if (IsTempName(name) && S_ISREG(st.st_mode)) {
-      state.temp_files.push_back(
-          {name, static_cast<uint64_t>(st.st_size), mtime});
+      add_temp(name, st);
     }
   }
   return state;
@@ -93,13 +139,31 @@ EntryState Store::Inspect(const EntryKey &id) const {
 
 absl::Status Store::Remove(const EntryKey &id) {
   const std::string trash = absl::StrCat(options_.root, "/.trash");
-  if (absl::Status s = MakeGroupDirs(trash, kSharedDirMode, &env_); !s.ok())
-    return s;
   const std::string target = absl::StrCat(
       trash, "/", UniqueTempName(id.key(), options_.host_id).substr(1));
-  if (absl::Status s = env_.Rename(EntryDir(id), target); !s.ok()) return s;
+  if (absl::Status s = MakeGroupDirs(target, kSharedDirMode, &env_); !s.ok()) {
+    return s;
+  }
+  const EntryPaths paths = PathsOf(id);
+  bool removed = false;
+  for (const auto &[from, name] :
+       {std::make_pair(paths.artifact(), paths.artifact_name),
+        std::make_pair(
+            paths.records_dir,
+            paths.records_dir.substr(paths.artifact_dir.size() + 1))}) {
+    absl::Status moved = env_.Rename(from, absl::StrCat(target, "/", name));
+    if (moved.ok()) {
+      removed = true;
+    } else if (!absl::IsNotFound(moved)) {
+      (void)RemoveTree(target, &env_);
+      return moved;
+    }
+  }
   // The entry is gone once renamed; what cannot be deleted stays in .trash.
   (void)RemoveTree(target, &env_);
+  if (!removed) {
+    return absl::NotFoundError(absl::StrCat("no entry ", id.Canonical()));
+  }
   return absl::OkStatus();
 }
 
@@ -109,7 +173,11 @@ absl::Status Store::RemoveTempFile(const EntryKey &id,
     return absl::InvalidArgumentError(
         absl::StrCat(name, " is not a temp file's name"));
   }
-  return env_.Unlink(absl::StrCat(EntryDir(id), "/", name));
+  const EntryPaths paths = PathsOf(id);
+  const bool artifacts =
+      absl::StartsWith(name, absl::StrCat(".", paths.artifact_name, ".tmp."));
+  return env_.Unlink(absl::StrCat(
+      artifacts ? paths.artifact_dir : paths.records_dir, "/", name));
 }
 
 absl::StatusOr<AsideSweep> Store::SweepAside(AsideDir dir,
@@ -164,7 +232,7 @@ absl::Status Store::RemoveLockFile(const EntryKey &id,
     return absl::InvalidArgumentError(
         absl::StrCat(name, " is not a lock file"));
   }
-  const std::string path = absl::StrCat(EntryDir(id), "/", name);
+  const std::string path = absl::StrCat(PathsOf(id).records_dir, "/", name);
   const std::string doomed =
       absl::StrCat(path, ".broken.", options_.host_id, ".", getpid());
   if (absl::Status s = env_.Rename(path, doomed); !s.ok()) return s;

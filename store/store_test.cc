@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,8 @@ class StoreTest : public ::testing::Test {
     return store_->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 7}, {});
   }
 
+  EntryState Inspect() { return store_->Inspect(id_); }
+
   std::string root_;
   ManualClockEnv clock_{absl::FromUnixSeconds(1'800'000'000)};
   std::unique_ptr<Store> store_;
@@ -61,7 +64,6 @@ TEST(EntryKeyTest, RejectsEveryUnsafeTokenAndNamesTheField) {
            {"neff", "1", std::string("a\0b", 3), "id.key"},
            {"neff", "1", long_key, "id.key"},
            {"neff", "../x", "k", "id.compiler_version"},
-           {"neff", "", "k", "id.compiler_version"},
            {"bogus", "1", "k", "id.namespace"},
        }) {
     absl::StatusOr<EntryKey> parsed = EntryKey::Parse(c.ns, c.version, c.key);
@@ -72,23 +74,54 @@ TEST(EntryKeyTest, RejectsEveryUnsafeTokenAndNamesTheField) {
   }
   EXPECT_TRUE(EntryKey::Parse("hlo", "2.0", std::string(128, 'f')).ok());
   EXPECT_TRUE(EntryKey::Parse("neff", "1", "A-z_0.9+x").ok());
+  // Any version: a TorchNeuron key commits to its compiler configuration.
+  absl::StatusOr<EntryKey> any = EntryKey::Parse("neff", "", "k");
+  ASSERT_TRUE(any.ok());
+  EXPECT_EQ(any->Canonical(), "neff//k");
+  EXPECT_EQ(EntryKey::FromCanonical("neff//k")->key(), "k");
 }
 
-TEST_F(StoreTest, PublishWritesTheLibneuronxlaLayoutAndFindVerifiesIt) {
+TEST_F(StoreTest, PublishWritesTorchNeuronsLayoutAndFindVerifiesIt) {
   absl::StatusOr<PublishResult> put = Put(id_, "neff-bytes");
   ASSERT_TRUE(put.ok()) << put.status();
   EXPECT_FALSE(put->already_cached);
-  const std::string dir = root_ + "/neuronxcc-2.19.1/MODULE_abc123";
-  EXPECT_EQ(ReadAll(dir + "/model.neff"), "neff-bytes");
-  EXPECT_NE(ReadAll(dir + "/model.done").find(Sha256Hex("neff-bytes")),
+  const std::string shard = root_ + "/ab/c1";
+  const std::string records = shard + "/abc123.neffd";
+  EXPECT_EQ(ReadAll(shard + "/abc123.neff"), "neff-bytes");
+  EXPECT_NE(ReadAll(records + "/model.done").find(Sha256Hex("neff-bytes")),
             std::string::npos);
-  EXPECT_EQ(put->stored.entry.path(), dir + "/model.neff");
+  EXPECT_EQ(put->stored.entry.path(), shard + "/abc123.neff");
+  // Every file of the entry is named through PathsOf.
+  const EntryPaths paths = store_->PathsOf(id_);
+  EXPECT_EQ(paths.artifact(), shard + "/abc123.neff");
+  EXPECT_EQ(paths.done(), records + "/model.done");
+  EXPECT_EQ(paths.log(), records + "/model.log");
+  EXPECT_EQ(paths.key_inputs(), records + "/" + kKeyInputsFileName);
+  EXPECT_EQ(paths.lease(), records + "/" + kLeaseFileName);
+  EXPECT_EQ(store_->RecordsDir(id_), records);
 
   absl::StatusOr<StoredEntry> found = store_->Find(id_);
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->entry.size(), 10u);
   EXPECT_EQ(found->entry.producer_host(), "hostA");
   EXPECT_TRUE(store_->StillValid(id_, found->identity));
+  // Any version finds it, and hears which version it has.
+  absl::StatusOr<StoredEntry> any =
+      store_->Find(*EntryKey::Parse("neff", "", "abc123"));
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ(any->entry.id().compiler_version(), "2.19.1");
+}
+
+TEST_F(StoreTest, AnotherCompilerVersionsEntryIsAMissNotDamage) {
+  ASSERT_TRUE(Put(id_, "neff-bytes").ok());
+  absl::StatusOr<StoredEntry> other =
+      store_->Find(*EntryKey::Parse("neff", "2.20.0", "abc123"));
+  EXPECT_TRUE(absl::IsNotFound(other.status())) << other.status();
+  EXPECT_NE(other.status().message().find("recorded for compiler version "
+                                          "2.19.1"),
+            absl::string_view::npos);
+  EXPECT_EQ(store_->quarantined(), 0u);
+  EXPECT_TRUE(store_->Find(id_).ok());
 }
 
 TEST_F(StoreTest, SecondPublishOfAKeyKeepsTheFirstContent) {
@@ -112,24 +145,87 @@ TEST_F(StoreTest, WrongDigestOrSizeLeavesNothingBehind) {
       store_->PublishFromFd(id_, fd, 4, Sha256Hex("12345"), {"hostA", 1}, {});
   close(fd);
   EXPECT_TRUE(absl::StartsWith(short_size.status().message(), "size:"));
-  EXPECT_TRUE(fs::is_empty(store_->EntryDir(id_)));
+  EXPECT_TRUE(fs::is_empty(store_->RecordsDir(id_)));
+  EXPECT_FALSE(fs::exists(store_->ArtifactPath(id_)));
+  for (const auto &f :
+       fs::directory_iterator(store_->PathsOf(id_).artifact_dir)) {
+    EXPECT_EQ(f.path().filename(), "abc123.neffd");  // no temp file
+  }
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
 }
 
+// Damage in place (the record's file, other bytes: torn by a crashed
+// writer, truncated, altered, rotted) is never served.
 TEST_F(StoreTest, TruncatedArtifactIsQuarantinedAndReportedMissing) {
   ASSERT_TRUE(Put(id_, "0123456789").ok());
   StoredEntry before = *store_->Find(id_);
   ASSERT_EQ(truncate(store_->ArtifactPath(id_).c_str(), 3), 0);
   EXPECT_FALSE(store_->StillValid(id_, before.identity));
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
-  EXPECT_FALSE(fs::exists(store_->EntryDir(id_)));
+  EXPECT_FALSE(fs::exists(store_->ArtifactPath(id_)));
+  EXPECT_FALSE(fs::exists(store_->PathsOf(id_).done()));
   ASSERT_EQ(std::distance(fs::directory_iterator(root_ + "/quarantine"),
                           fs::directory_iterator()),
             1);
-  // The next publisher recompiles into a fresh entry.
+  EXPECT_EQ(store_->quarantined(), 1u);
+  // The next publisher compiles into a fresh entry.
   absl::StatusOr<PublishResult> again = Put(id_, "0123456789");
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->already_cached);
+}
+
+// Runs `before_quarantine` once, just before this host moves an artifact
+// into quarantine: the moment another host can have done it first.
+class QuarantineRaceEnv : public EnvWrapper {
+ public:
+  explicit QuarantineRaceEnv(std::function<void()> before_quarantine)
+      : EnvWrapper(Env::Default()),
+        before_quarantine_(std::move(before_quarantine)) {}
+
+ protected:
+  absl::Status BeforeCall(const FsCall &call) override {
+    if (call.op == FsOp::kRename &&
+        absl::StrContains(call.target, "/quarantine/") && before_quarantine_) {
+      std::function<void()> run = std::move(before_quarantine_);
+      before_quarantine_ = nullptr;
+      run();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::function<void()> before_quarantine_;
+};
+
+// Two hosts find the same damage; hostA quarantines it and republishes
+// before hostB's quarantine: hostB must not move hostA's good entry away.
+TEST_F(StoreTest, AQuarantineNeverMovesAnEntryRepublishedSinceItWasJudged) {
+  ASSERT_TRUE(Put(id_, "0123456789").ok());
+  ASSERT_EQ(truncate(store_->ArtifactPath(id_).c_str(), 3), 0);
+  QuarantineRaceEnv race([&] {
+    EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+    EXPECT_TRUE(Put(id_, "0123456789").ok());
+  });
+  StoreOptions options;
+  options.root = root_;
+  options.host_id = "hostB";
+  options.env = &race;
+  std::unique_ptr<Store> host_b = *Store::Open(options);
+  EXPECT_TRUE(absl::IsNotFound(host_b->Find(id_).status()));
+  EXPECT_EQ(store_->quarantined(), 1u);
+  EXPECT_EQ(host_b->quarantined(), 0u);
+  EXPECT_EQ(ReadAll(store_->ArtifactPath(id_)), "0123456789");
+  EXPECT_TRUE(store_->Find(id_).ok());
+  EXPECT_TRUE(host_b->Find(id_).ok());
+  // Only hostA's quarantine is there, with the truncated bytes.
+  int quarantines = 0;
+  for (const auto &q : fs::directory_iterator(root_ + "/quarantine")) {
+    ++quarantines;
+    EXPECT_EQ(
+        ReadAll(q.path().string() + "/" + store_->PathsOf(id_).artifact_name),
+        "012");
+  }
+  EXPECT_EQ(quarantines, 1);
 }
 
 TEST_F(StoreTest, FlippedByteIsDetectedBySha256) {
@@ -140,6 +236,7 @@ TEST_F(StoreTest, FlippedByteIsDetectedBySha256) {
   f.put('X');
   f.close();
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
+  EXPECT_EQ(store_->quarantined(), 1u);
 }
 
 TEST_F(StoreTest, RewriteThatRestoresSizeAndMtimeIsStillNoticed) {
@@ -161,39 +258,63 @@ TEST_F(StoreTest, RewriteThatRestoresSizeAndMtimeIsStillNoticed) {
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
 }
 
-TEST_F(StoreTest, YoungArtifactWithoutDoneIsAMissAndLeftAlone) {
-  clock_.Set(absl::Now());
-  fs::create_directories(store_->EntryDir(id_));
-  std::ofstream(store_->ArtifactPath(id_)) << "in progress";
+// An unmodified TorchNeuron rank's put: the artifact alone, by rename.
+TEST_F(StoreTest, AnArtifactNoRecordDescribesIsAdoptedAndRecorded) {
+  fs::create_directories(store_->PathsOf(id_).artifact_dir);
+  std::ofstream(store_->ArtifactPath(id_)) << "rank-bytes";
+  absl::StatusOr<StoredEntry> found = store_->Find(id_);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->entry.sha256(), Sha256Hex("rank-bytes"));
+  EXPECT_EQ(found->entry.producer_host(), "adopted");
+  EXPECT_NE(ReadAll(store_->PathsOf(id_).done()).find(Sha256Hex("rank-bytes")),
+            std::string::npos);
+  EXPECT_TRUE(store_->StillValid(id_, found->identity));
+  // A later put by a rank replaces the file (a new inode): adopted again,
+  // never damage.
+  const std::string tmp = store_->PathsOf(id_).artifact_dir + "/.tmp.x";
+  std::ofstream(tmp) << "rank-bytes-2";
+  fs::rename(tmp, store_->ArtifactPath(id_));
+  found = store_->Find(id_);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->entry.sha256(), Sha256Hex("rank-bytes-2"));
+  EXPECT_EQ(store_->quarantined(), 0u);
+}
+
+TEST_F(StoreTest, AnUnrecordedArtifactUnderALeaseIsServedNotRecorded) {
+  fs::create_directories(store_->RecordsDir(id_));
+  std::ofstream(store_->ArtifactPath(id_)) << "publishing";
+  std::ofstream(store_->PathsOf(id_).lease()) << "h 1 l 0";
+  EXPECT_TRUE(store_->Find(id_).ok());
+  EXPECT_FALSE(fs::exists(store_->PathsOf(id_).done()));
+}
+
+TEST_F(StoreTest, AnEmptyArtifactIsAMissAsForTorchNeuron) {
+  fs::create_directories(store_->PathsOf(id_).artifact_dir);
+  std::ofstream(store_->ArtifactPath(id_));
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
   EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_)));
+  EXPECT_EQ(store_->quarantined(), 0u);
 }
 
-TEST_F(StoreTest, OldArtifactWithoutDoneIsQuarantinedUnlessLeased) {
-  clock_.Set(absl::Now() + absl::Minutes(5));
-  fs::create_directories(store_->EntryDir(id_));
-  std::ofstream(store_->ArtifactPath(id_)) << "interrupted";
-  // Either name guards it: an older daemon's lease (kLegacyLeaseFileName)
-  // during a rolling upgrade, too.
-  for (const char *name : {kLeaseFileName, kLegacyLeaseFileName}) {
-    std::ofstream(store_->EntryDir(id_) + "/" + name) << "h 1 l 0";
-    EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
-    EXPECT_TRUE(fs::exists(store_->ArtifactPath(id_))) << name;
-    fs::remove(store_->EntryDir(id_) + "/" + name);
-  }
+// TorchNeuron's clear removes every *.neff: what is left is records.
+TEST_F(StoreTest, AClearedEntryIsAMissNotDamage) {
+  ASSERT_TRUE(Put(id_, "0123456789").ok());
+  fs::remove(store_->ArtifactPath(id_));
   EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status()));
-  EXPECT_FALSE(fs::exists(store_->ArtifactPath(id_)));
-  int reasons = 0;
-  for (const auto &f : fs::directory_iterator(root_ + "/quarantine")) {
-    if (f.path().extension() == ".reason") ++reasons;
-  }
-  EXPECT_EQ(reasons, 1);
+  EXPECT_EQ(store_->quarantined(), 0u);
+  EXPECT_FALSE(fs::exists(root_ + "/quarantine"));
+  // The records stay for gc (one open is the whole miss).
+  EXPECT_TRUE(Inspect().has_done);
+  // The next publish fills it again.
+  absl::StatusOr<PublishResult> again = Put(id_, "0123456789");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->already_cached);
 }
 
-TEST_F(StoreTest, LegacyEmptyDoneMarkerIsServed) {
-  fs::create_directories(store_->EntryDir(id_));
+TEST_F(StoreTest, AnEmptyDoneMarkerRecordsNothing) {
+  fs::create_directories(store_->RecordsDir(id_));
   std::ofstream(store_->ArtifactPath(id_)) << "legacy";
-  std::ofstream(store_->EntryDir(id_) + "/model.done");
+  std::ofstream(store_->PathsOf(id_).done());
   absl::StatusOr<StoredEntry> found = store_->Find(id_);
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->entry.sha256(), Sha256Hex("legacy"));

@@ -16,6 +16,7 @@
 #include "store/digest.h"
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -83,7 +84,6 @@ TEST_F(BadInputTest, MalformedIdsAreRejectedByEveryMethod) {
       {Id("neff", "1.0", std::string("k\0x", 3)), "id.key"},
       {Id("neff", "1.0", std::string(129, 'a')), "id.key"},
       {Id("neff", "/abs", "k"), "id.compiler_version"},
-      {Id("neff", "", "k"), "id.compiler_version"},
       {Id("bogus", "1.0", "k"), "id.namespace"},
       {Id("", "1.0", "k"), "id.namespace"},
       // A megabyte of bad input is quoted only in part: the answer must
@@ -184,14 +184,14 @@ TEST_F(BadInputTest, ContentThatDoesNotMatchItsClaimIsNeverInstalled) {
   publish.clear_inline_bytes();
   publish.set_size(12);
   ExpectError(Publish(publish), grpc::StatusCode::INVALID_ARGUMENT, "content");
-  const std::string entry = *root_ + "/neff/neuronxcc-1.0/MODULE_content1";
-  EXPECT_FALSE(fs::exists(entry + "/model.neff"));
-  EXPECT_FALSE(fs::exists(entry + "/model.done"));
+  const EntryFiles entry = FilesOf(*root_ + "/neff", "content1");
+  EXPECT_FALSE(fs::exists(entry.artifact));
+  EXPECT_FALSE(fs::exists(entry.done));
 
   // The lease survives bad publishes; a good one still works.
   publish.set_inline_bytes("actual bytes");
   EXPECT_TRUE(Publish(publish).ok());
-  EXPECT_EQ(ReadFile(entry + "/model.neff"), "actual bytes");
+  EXPECT_EQ(ReadFile(entry.artifact), "actual bytes");
 }
 
 TEST_F(BadInputTest, StagedPathsOutsideTheStagingDirOrThroughLinksAreRefused) {
@@ -231,8 +231,7 @@ TEST_F(BadInputTest, StagedPathsOutsideTheStagingDirOrThroughLinksAreRefused) {
     ExpectError(Publish(publish), c.code, "staged_path");
   }
   EXPECT_EQ(ReadFile(secret), secret_before);
-  EXPECT_FALSE(
-      fs::exists(*root_ + "/neff/neuronxcc-1.0/MODULE_staged1/model.neff"));
+  EXPECT_FALSE(fs::exists(FilesOf(*root_ + "/neff", "staged1").artifact));
   EXPECT_TRUE(fs::exists(staging + "/link"));  // refused files are not touched
 }
 

@@ -28,11 +28,6 @@ struct PythonSetup {
   bool portable;  // the ctypes module; else the pybind11 extension
 };
 
-std::string Dir(const std::string& runfile) {
-  const std::string path = Runfile(runfile);
-  return path.substr(0, path.rfind('/'));
-}
-
 class ClientPythonTest : public ::testing::TestWithParam<PythonSetup> {
  protected:
   std::string interpreter() const { return GetParam().interpreter; }
@@ -40,17 +35,9 @@ class ClientPythonTest : public ::testing::TestWithParam<PythonSetup> {
   // `env` plus the module's path, and what the interpreter needs to load
   // the module when it was built with sanitizers.
   std::vector<std::string> PythonEnv(std::vector<std::string> env) const {
-    if (GetParam().portable) {
-      env.push_back("PYTHONPATH=" +
-                    Dir("client/python/portable/neffclient.py"));
-      env.push_back("NEFFCLIENT_LIBRARY=" +
-                    Runfile("client/shared/libneffclient.so"));
-    } else {
-      env.push_back(
-          "PYTHONPATH=" +
-          Dir("client/python/neffclient.cpython-311-x86_64-linux-gnu.so"));
+    for (std::string& e : NeffclientPythonEnv(GetParam().portable)) {
+      env.push_back(std::move(e));
     }
-    for (std::string& e : SanitizerPreloadEnv()) env.push_back(std::move(e));
     return env;
   }
 };

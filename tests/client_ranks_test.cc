@@ -16,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 #include "tests/rank_fleet.h"
 
 namespace neffd::test_support {
@@ -205,8 +206,8 @@ TEST_P(KilledRankTest, AnotherRankTakesOverAndTheLeftoversAreRemoved) {
   EXPECT_FALSE(absl::StrContains(fleet.Compiles()[1], absl::StrCat(" ", dead)));
   EXPECT_EQ(CountFiles(root_ + "/local/staging"), 0);
   EXPECT_EQ(CountFiles(workdir), 0);  // partial module.neff gone
-  EXPECT_EQ(CountFiles(root_ + "/neff/neuronxcc-2.19.1/MODULE_" + key),
-            2);  // +done
+  EXPECT_EQ(CountFiles(FilesOf(root_ + "/neff", key).records),
+            1);  // model.done
   fleet.WaitAll();
 }
 

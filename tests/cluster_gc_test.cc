@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/harness/cluster.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -62,7 +63,8 @@ uint64_t StoreBytes(const Cluster& cluster) {
     walk.clear();
     for (fs::recursive_directory_iterator it(cluster.shared_neff(), walk), end;
          !walk && it != end; it.increment(walk)) {
-      if (it->path().filename() != "model.neff") continue;
+      const std::string name = it->path().filename().string();
+      if (name[0] == '.' || !absl::EndsWith(name, ".neff")) continue;
       std::error_code gone;
       const uint64_t size = fs::file_size(it->path(), gone);
       if (!gone) total += size;
@@ -183,8 +185,7 @@ TEST(ClusterGcTest, OneEvictorKeepsTheCapAndSparesAnEntryServedElsewhere) {
   reader.join();
   EXPECT_GT(reads, 20);
   EXPECT_EQ(misses, 0) << "the entry read through host d was evicted";
-  EXPECT_TRUE(fs::exists(cluster.shared_neff() +
-                         "/neuronxcc-2.19.1/MODULE_hot/model.done"));
+  EXPECT_TRUE(fs::exists(FilesOf(cluster.shared_neff(), "hot").done));
 
   // No two gc runs of one store overlapped, across all four logs; the
   // others skipped. (Each store has its own gc lease: the NEFF store's runs
@@ -279,7 +280,17 @@ TEST(ClusterGcTest, NeffctlGcNamesTheHolderOrSaysWhatItRemovedAndWhy) {
     if (absl::StartsWith(line, "  cheap/")) ++cheap;
   }
   EXPECT_EQ(cheap, 2) << gc.out;
-  EXPECT_TRUE(fs::exists(cluster.shared_neff() + "/neuronxcc-dear"));
+  // The dear ones stayed.
+  int dear = 0;
+  for (const auto& f :
+       fs::recursive_directory_iterator(cluster.shared_neff())) {
+    if (f.path().filename() == "model.done") {
+      EXPECT_TRUE(absl::StrContains(ReadFile(f.path()), "\"dear\""))
+          << f.path();
+      ++dear;
+    }
+  }
+  EXPECT_EQ(dear, 2);
 }
 
 }  // namespace

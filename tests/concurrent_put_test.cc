@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -43,9 +44,8 @@ TEST(ConcurrentPutTest, SixtyFourPutsOfOneKeyPublishExactlyOnce) {
   EXPECT_EQ(published, 1);
   EXPECT_EQ(already_cached, kPuts - 1);
   ASSERT_GE(winner, 0);
-  EXPECT_EQ(
-      ReadFile(root + "/neff/neuronxcc-2.19.1/MODULE_0123abcd/model.neff"),
-      contents[winner]);
+  EXPECT_EQ(ReadFile(FilesOf(root + "/neff", "0123abcd").artifact),
+            contents[winner]);
 }
 
 }  // namespace

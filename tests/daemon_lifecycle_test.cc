@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -59,9 +60,9 @@ TEST_F(DaemonLifecycleTest, PublishedEntrySurvivesSigkillWithItsLayout) {
   EXPECT_EQ(lookup.exit_code, 0) << lookup.err;
   EXPECT_TRUE(absl::StrContains(lookup.out, "\"result\":\"HIT\""));
   EXPECT_TRUE(absl::StrContains(lookup.out, Sha256Hex(neff)));
-  const std::string dir = root_ + "/neff/neuronxcc-2.19.1/MODULE_deadbeef";
-  EXPECT_EQ(ReadFile(dir + "/model.neff"), neff);
-  EXPECT_TRUE(fs::exists(dir + "/model.done"));
+  const EntryFiles files = FilesOf(root_ + "/neff", "deadbeef");
+  EXPECT_EQ(ReadFile(files.artifact), neff);
+  EXPECT_TRUE(fs::exists(files.done));
 
   CommandResult get = Ctl({"get", "neff", "deadbeef", root_ + "/out.neff"});
   EXPECT_EQ(get.exit_code, 0) << get.err;
@@ -132,8 +133,7 @@ TEST_F(DaemonLifecycleTest, TruncatedNeffIsNeverServed) {
   WriteFile(root_ + "/in.neff", std::string(4096, 'x'));
   ASSERT_EQ(Ctl({"put", "neff", "k2", root_ + "/in.neff"}).exit_code, 0);
   ASSERT_EQ(Ctl({"lookup", "neff", "k2"}).exit_code, 0);
-  const std::string neff =
-      root_ + "/neff/neuronxcc-2.19.1/MODULE_k2/model.neff";
+  const std::string neff = FilesOf(root_ + "/neff", "k2").artifact;
   ASSERT_EQ(truncate(neff.c_str(), 100), 0);
   // The daemon re-checks a hot entry's shared copy once a second (until
   // then it serves its own verified local copy, never the damaged file).

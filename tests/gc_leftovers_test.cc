@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -63,13 +64,13 @@ TEST(GcLeftoversTest, OldTempFilesGoAndAsideDirsStayWithinTheirBounds) {
   ASSERT_TRUE(PublishStaged(*stub, GrantLease(*stub, "kept"), content).ok());
 
   const std::string store = daemon.neff_dir();
-  const std::string kept = store + "/neuronxcc-1.0/MODULE_kept";
+  const std::string kept = FilesOf(store, "kept").shard;
+  const std::string crashed = FilesOf(store, "crashed").records;
   // Temp files of crashed publishes: two past the grace, one young (a
   // publish that may be in flight).
-  Plant(kept + "/.model.neff.tmp.hostx.99.00aa", 100000, absl::Hours(2));
-  Plant(store + "/neuronxcc-1.0/MODULE_crashed/.model.done.tmp.hostx.99.00bb",
-        300, absl::Hours(3));
-  Plant(kept + "/.model.neff.tmp.hostx.98.00cc", 5000, absl::Minutes(1));
+  Plant(kept + "/.kept.neff.tmp.hostx.99.00aa", 100000, absl::Hours(2));
+  Plant(crashed + "/.model.done.tmp.hostx.99.00bb", 300, absl::Hours(3));
+  Plant(kept + "/.kept.neff.tmp.hostx.98.00cc", 5000, absl::Minutes(1));
   // quarantine/: one past the age bound, then three of 1 MiB each over the
   // 3 MiB bound with the reason files: the oldest goes.
   Plant(store + "/quarantine/1.0__old.tmp.h.1.1/model.neff", 1000,
@@ -108,10 +109,9 @@ TEST(GcLeftoversTest, OldTempFilesGoAndAsideDirsStayWithinTheirBounds) {
   EXPECT_EQ(left.trash_bytes(), 700u);
 
   // On disk: exactly those are gone.
-  EXPECT_FALSE(fs::exists(kept + "/.model.neff.tmp.hostx.99.00aa"));
-  EXPECT_FALSE(fs::exists(
-      store + "/neuronxcc-1.0/MODULE_crashed/.model.done.tmp.hostx.99.00bb"));
-  EXPECT_TRUE(fs::exists(kept + "/.model.neff.tmp.hostx.98.00cc"));
+  EXPECT_FALSE(fs::exists(kept + "/.kept.neff.tmp.hostx.99.00aa"));
+  EXPECT_FALSE(fs::exists(crashed + "/.model.done.tmp.hostx.99.00bb"));
+  EXPECT_TRUE(fs::exists(kept + "/.kept.neff.tmp.hostx.98.00cc"));
   EXPECT_FALSE(fs::exists(store + "/quarantine/1.0__old.tmp.h.1.1"));
   EXPECT_FALSE(fs::exists(store + "/quarantine/1.0__a.tmp.h.1.2"));
   EXPECT_FALSE(fs::exists(store + "/quarantine/1.0__a.tmp.h.1.2.reason"));

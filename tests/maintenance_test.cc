@@ -18,6 +18,7 @@
 #include "store/lock_paths.h"
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -43,22 +44,24 @@ v1::EntryId Id(const std::string& key) {
   return test_support::Id("neff", "2.14.0", key);
 }
 
-TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
+// Issue 27, item 7: `neffctl import` moves a store written in the layout
+// before TorchNeuron's (neuronxcc-V/MODULE_K/) into it.
+TEST(ImportTest, TenThousandOldLayoutEntriesOfEveryKindAreMigratedAndServed) {
   const std::string root = NewTempDir("import");
   const std::string cache = root + "/neff/neuronxcc-2.14.0";
   // kind -> how many; keys are "{kind}{i}".
   const std::vector<std::pair<std::string, int>> kinds = {
-      {"done", 5000},   {"emptydone", 1000}, {"legacy", 1000},
-      {"failed", 1000}, {"stalelock", 500},  {"freshlock", 500},
-      {"noneff", 500},  {"badsize", 500}};
+      {"done", 5000},   {"emptydone", 1000}, {"legacy", 1000}, {"failed", 1000},
+      {"locked", 1000}, {"noneff", 500},     {"badsize", 500}};
   for (const auto& [kind, count] : kinds) {
     for (int i = 0; i < count; ++i) {
       const std::string dir = absl::StrCat(cache, "/MODULE_", kind, i);
       fs::create_directories(dir);
       const std::string neff = absl::StrCat("neff of ", kind, i);
-      if (kind == "done") {
+      if (kind == "done" || kind == "locked") {
         Write(dir + "/model.neff", neff);
         Write(dir + "/model.done", DoneJson(neff, neff.size()));
+        if (kind == "locked") Write(dir + "/neffd.lease", "h 1 l 0");
       } else if (kind == "emptydone") {
         Write(dir + "/model.neff", neff);
         Write(dir + "/model.done", "");
@@ -69,10 +72,6 @@ TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
       } else if (kind == "failed") {
         Write(dir + "/model.hlo.pb", "hlo");
         Write(dir + "/model.log", "ERROR: unsupported op");
-      } else if (kind == "stalelock" || kind == "freshlock") {
-        Write(dir + "/model.hlo.pb", "hlo");
-        Write(dir + "/model.hlo_module.pb.lock", "",
-              kind == "stalelock" ? absl::Hours(2) : absl::ZeroDuration());
       } else if (kind == "noneff") {
         Write(dir + "/model.done", DoneJson(neff, neff.size()));
       } else {  // badsize
@@ -85,36 +84,33 @@ TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
   ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
   std::vector<std::string> ctl = daemon.NeffctlArgv();
   ctl.push_back("--json");
-  auto import = [&](std::vector<std::string> extra) {
+  auto import = [&]() {
     std::vector<std::string> argv = ctl;
     argv.push_back("import");
     argv.push_back(root + "/neff");
-    argv.insert(argv.end(), extra.begin(), extra.end());
     return RunCommand(argv);
   };
   const absl::Time start = absl::Now();
-  CommandResult first = import({});
+  CommandResult first = import();
   std::printf("import of 10,000 entries took %s\n",
               absl::FormatDuration(absl::Now() - start).c_str());
   ASSERT_EQ(first.exit_code, 0) << first.err;
   for (const char* field :
-       {"\"scanned\":\"10000\"", "\"done\":\"7000\"", "\"legacy\":\"1000\"",
-        "\"failed\":\"1000\"", "\"locked\":\"1000\"", "\"stale_locks\":\"500\"",
-        "\"cleared_locks\":\"0\"", "\"corrupt\":\"1000\""}) {
+       {"\"migrated\":\"7000\"", "\"scanned\":\"7000\"", "\"done\":\"7000\"",
+        "\"locked\":\"1000\"", "\"corrupt\":\"500\""}) {
     EXPECT_TRUE(absl::StrContains(first.out, field)) << field << first.out;
   }
-  // Stale locks are reported, not deleted, unless asked.
-  EXPECT_TRUE(
-      fs::exists(cache + "/MODULE_stalelock0/model.hlo_module.pb.lock"));
-  CommandResult second = import({"--clear-stale-locks"});
-  EXPECT_TRUE(absl::StrContains(second.out, "\"cleared_locks\":\"500\""))
-      << second.out;
-  EXPECT_FALSE(
-      fs::exists(cache + "/MODULE_stalelock0/model.hlo_module.pb.lock"));
-  EXPECT_TRUE(
-      fs::exists(cache + "/MODULE_freshlock0/model.hlo_module.pb.lock"));
+  // Moved: nothing of them is left in the old layout, and each is in
+  // TorchNeuron's. A locked entry waits for its holder; a failure or an
+  // entry without its artifact is left alone; a damaged one is quarantined.
+  EXPECT_FALSE(fs::exists(cache + "/MODULE_done0"));
+  EXPECT_TRUE(fs::exists(FilesOf(root + "/neff", "done0").artifact));
+  EXPECT_TRUE(fs::exists(FilesOf(root + "/neff", "legacy0").done));
+  EXPECT_TRUE(fs::exists(cache + "/MODULE_locked0/model.neff"));
+  EXPECT_TRUE(fs::exists(cache + "/MODULE_failed0/model.log"));
+  EXPECT_FALSE(fs::exists(FilesOf(root + "/neff", "badsize0").artifact));
 
-  // Every done entry (legacy ones included) is now a hit.
+  // Every moved entry is a hit.
   auto stub = daemon.NewStub();
   int hits = 0;
   for (const auto& [kind, count] : std::vector<std::pair<std::string, int>>{
@@ -134,7 +130,10 @@ TEST(ImportTest, TenThousandLegacyEntriesOfEveryKindAreCountedAndServed) {
   CommandResult stats = RunCommand({ctl[0], ctl[1], "--json", "stats"});
   EXPECT_TRUE(absl::StrContains(stats.out, "\"entries\":\"7000\""))
       << stats.out;
-  EXPECT_EQ(import({}).exit_code, 0);  // idempotent
+  CommandResult again = import();  // idempotent
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(again.out, "\"migrated\":\"0\"")) << again.out;
+  EXPECT_TRUE(absl::StrContains(again.out, "\"done\":\"7000\""));
   CommandResult bad = RunCommand({ctl[0], ctl[1], ctl[2], "import", "/etc"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(bad.err, "not this daemon's cache dir"));
@@ -161,15 +160,16 @@ TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
            absl::StrCat(i);
   };
   for (int i = 0; i < kEntries; ++i) Publish(absl::StrCat("k", i), content(i));
-  const std::string dir0 = root + "/neff/neuronxcc-2.14.0/MODULE_k";
+  auto files = [&root](int i) {
+    return FilesOf(root + "/neff", absl::StrCat("k", i));
+  };
   // Another host is compiling k5, the least recently used, again (its lease
   // file is there).
-  WriteFile(absl::StrCat(dir0, "5/", kLeaseFileName), "hostB 1 x 0");
+  WriteFile(files(5).lease, "hostB 1 x 0");
   // Readers that opened cold entries before gc must finish after it.
   std::vector<int> held_fds;
   for (int i = 10; i < 20; ++i) {
-    held_fds.push_back(
-        open((dir0 + absl::StrCat(i) + "/model.neff").c_str(), O_RDONLY));
+    held_fds.push_back(open(files(i).artifact.c_str(), O_RDONLY));
   }
   absl::SleepFor(absl::Seconds(1.5));  // everything is now "not recent"
 
@@ -210,13 +210,15 @@ TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
   EXPECT_GT(reads.load(), 0);
   EXPECT_EQ(broken.load(), 0);
   EXPECT_TRUE(absl::StrContains(gc.out, "\"skipped_locked\":\"1\""));
-  EXPECT_TRUE(fs::exists(dir0 + "5/model.neff"));  // locked: kept
+  EXPECT_TRUE(fs::exists(files(5).artifact));  // locked: kept
   for (int i = 0; i < 5; ++i) {
-    EXPECT_TRUE(fs::exists(dir0 + absl::StrCat(i) + "/model.neff"));  // hot
+    EXPECT_TRUE(fs::exists(files(i).artifact));  // hot
   }
   uint64_t bytes = 0;
   for (const auto& e : fs::recursive_directory_iterator(root + "/neff")) {
-    if (e.path().filename() == "model.neff") bytes += fs::file_size(e.path());
+    if (e.is_regular_file() && e.path().extension() == ".neff") {
+      bytes += fs::file_size(e.path());
+    }
   }
   EXPECT_LE(bytes, limit);
   // Readers that had opened removed entries still read every byte.
@@ -228,7 +230,8 @@ TEST_F(GcTest, GcUnderConcurrentReadersNeverBreaksOneAndSkipsLockedEntries) {
     EXPECT_EQ(got, content(10 + j));
     close(held_fds[j]);
   }
-  EXPECT_FALSE(fs::exists(dir0 + "10"));  // it was collected
+  EXPECT_FALSE(fs::exists(files(10).artifact));  // it was collected
+  EXPECT_FALSE(fs::exists(files(10).records));
 }
 
 }  // namespace
@@ -248,7 +251,7 @@ TEST(PeriodicGcTest, DaemonKeepsTheStoreUnderMaxCacheSize) {
                   "put", "neff", "big", root + "/big", "--compiler_version=1"})
           .exit_code,
       0);
-  const std::string neff = root + "/neff/neuronxcc-1/MODULE_big/model.neff";
+  const std::string neff = FilesOf(root + "/neff", "big").artifact;
   for (int i = 0; i < 100 && fs::exists(neff); ++i) usleep(50000);
   EXPECT_FALSE(fs::exists(neff));
 }

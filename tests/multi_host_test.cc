@@ -123,43 +123,15 @@ TEST_F(MultiHostTest, SkewedHolderKeepsItsLeaseAgainstAnUnskewedHost) {
 }
 
 // Issue 27: the lease file is neffd's own name, which `neuron_parallel_compile
-// --command clear-locks` (it deletes *.lock) leaves alone; for one release a
-// live lease file of the old name, kept by a daemon not yet upgraded, still
-// holds the key and is broken once stale.
-TEST_F(MultiHostTest, OldNamedLeaseHoldsTheKeyAndClearLocksBreaksNoLease) {
+// --command clear-locks` (it deletes *.lock) leaves alone: while hostA holds
+// the key, hostB still waits.
+TEST_F(MultiHostTest, ClearLocksBreaksNoLease) {
   namespace fs = std::filesystem;
-  const std::string entry = root_ + "/shared/neff/neuronxcc-1.0/MODULE_beef01";
-  const std::string legacy = entry + "/" + kLegacyLeaseFileName;
-  fs::create_directories(entry);
-  WriteFile(legacy, "hostOld 4242 old-lease 0\n");
-  // The older daemon refreshes its lease's mtime every TTL/3.
-  std::atomic<bool> refreshing{true};
-  std::thread old_daemon([&] {
-    while (refreshing) {
-      utimensat(AT_FDCWD, legacy.c_str(), nullptr, 0);
-      absl::SleepFor(absl::Seconds(kLeaseTtlSeconds / 3.0));
-    }
-  });
   auto a = Host("hostA");
   auto holder_a = Holder(*a, "hostA");
-  EXPECT_EQ(
-      AwaitOutput(*holder_a, "GRANTED", absl::Seconds(2 * kLeaseTtlSeconds)),
-      absl::InfiniteFuture());
-  EXPECT_FALSE(fs::exists(entry + "/" + kLeaseFileName));
-  const absl::Time stopped = absl::Now();
-  refreshing = false;
-  old_daemon.join();
-  const absl::Time granted =
-      AwaitOutput(*holder_a, "GRANTED", absl::Seconds(30));
-  ASSERT_NE(granted, absl::InfiniteFuture()) << holder_a->Stdout();
-  EXPECT_LE(granted - stopped,
-            absl::Seconds(kLeaseTtlSeconds + kLeaseTtlSeconds / 3.0 +
-                          kPollSeconds + 0.3));
-  EXPECT_FALSE(fs::exists(legacy));
-  EXPECT_TRUE(
-      absl::StrContains(ReadFile(entry + "/" + kLeaseFileName), "hostA"));
-
-  // clear-locks while hostA holds the key: hostB still waits.
+  ASSERT_NE(AwaitOutput(*holder_a, "GRANTED", absl::Seconds(30)),
+            absl::InfiniteFuture())
+      << holder_a->Stdout();
   for (const auto& e : fs::recursive_directory_iterator(root_ + "/shared")) {
     if (e.path().extension() == ".lock") fs::remove(e.path());
   }

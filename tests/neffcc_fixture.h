@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/harness/cluster.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 
@@ -158,15 +159,20 @@ class NeffccTest : public ::testing::Test {
 
   int Runs() const { return ReadLines(runs_file()).size(); }
 
-  // The keys of the store's entry directories (entries and failures).
+  // The keys of the store's entries and failures (their records
+  // directories, store/layout.h).
   std::vector<std::string> Keys() const {
     std::vector<std::string> keys;
-    const std::string dir = root_ + "/neff/" + kVersionDir;
+    const std::string dir = root_ + "/neff";
     if (!std::filesystem::exists(dir)) return keys;
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-      std::string name = entry.path().filename().string();
-      if (absl::StartsWith(name, "MODULE_")) keys.push_back(name.substr(7));
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_directory() && absl::EndsWith(name, ".neffd")) {
+        keys.push_back(entry.path().stem().string());
+      }
     }
+    std::sort(keys.begin(), keys.end());
     return keys;
   }
   std::string OnlyKey() const {
@@ -178,9 +184,8 @@ class NeffccTest : public ::testing::Test {
   // compiled).
   std::string KeyOf(const Call& call) const {
     for (const std::string& key : Keys()) {
-      absl::StatusOr<v1::KeyInputsRecord> record = KeyInputsFromJson(
-          ReadFile(absl::StrCat(root_, "/neff/", kVersionDir, "/MODULE_", key,
-                                "/compile_flags.json")));
+      absl::StatusOr<v1::KeyInputsRecord> record =
+          KeyInputsFromJson(ReadFile(FilesOf(root_ + "/neff", key).key_inputs));
       if (record.ok() &&
           absl::StrContains(absl::StrJoin(record->invocation(), " "),
                             call.input)) {

@@ -41,12 +41,11 @@ TEST_F(NeffccTest, TwentyFourCallsOverThreeGraphsCompileThreeTimes) {
     EXPECT_EQ(Runs(), 3) << "round " << round;
   }
   // Each entry carries its key inputs, without the unkeyed flags.
-  const std::string version_dir = root_ + "/neff/" + kVersionDir;
   int records = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(version_dir)) {
-    absl::StatusOr<v1::KeyInputsRecord> record = KeyInputsFromJson(
-        ReadFile(entry.path().string() + "/compile_flags.json"));
-    ASSERT_TRUE(record.ok()) << entry.path();
+  for (const std::string& key : Keys()) {
+    absl::StatusOr<v1::KeyInputsRecord> record =
+        KeyInputsFromJson(ReadFile(FilesOf(root_ + "/neff", key).key_inputs));
+    ASSERT_TRUE(record.ok()) << key;
     EXPECT_EQ(absl::StrJoin(record->flags(), " "),
               "--framework=XLA --target=trn1");
     EXPECT_EQ(record->platform_target(), "trn1");

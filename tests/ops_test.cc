@@ -182,7 +182,7 @@ TEST_F(OpsTest, BadArgumentsExitTwoWithOneLine) {
       {"ls", "--namespace=xla"},
       {"ls", "--compiler_version=../x"},
       {"stats", "extra"},
-      {"show", "neff", "k"},
+      {"show", "neff", "k", "extra"},
       {"--compiler_version=1", "show", "neff", "../etc"},
       {"health", "--service=nope"},
       {"locks", "x"},

@@ -26,6 +26,7 @@
 #include "store/store.h"
 #include "tests/harness/planted.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -79,18 +80,24 @@ std::vector<std::unique_ptr<PlantedKey>> PlantAll(
   for (const std::string& file : std::vector<std::string>{
            "model.neff", "model.done", kKeyInputsFileName, kLeaseFileName}) {
     for (PlantedShape shape : AllPlantedShapes()) {
+      const bool regular = shape == PlantedShape::kHugeRecord ||
+                           shape == PlantedShape::kTruncatedRecord;
+      // A regular file at the artifact's name is an unmodified TorchNeuron
+      // rank's put: a new artifact, adopted (store/store_test.cc).
+      if (file == "model.neff" && regular) continue;
       auto k = std::make_unique<PlantedKey>();
       k->file = file;
       k->shape = shape;
       k->key = absl::StrCat(keys.size(), "_", PlantedShapeName(shape));
-      const std::string dir =
-          absl::StrCat(neff_root, "/neuronxcc-", kVersion, "/MODULE_", k->key);
-      fs::create_directories(dir);
+      const EntryFiles files = FilesOf(neff_root, k->key);
+      fs::create_directories(files.records);
       const std::string bytes = NeffBytes(k->key);
-      if (file == "model.neff")
-        Write(dir + "/model.done", DoneJson(k->key, bytes));
-      if (file == "model.done") Write(dir + "/model.neff", bytes);
-      Plant(dir + "/" + file, shape);
+      if (file == "model.neff") Write(files.done, DoneJson(k->key, bytes));
+      if (file == "model.done") Write(files.artifact, bytes);
+      Plant(file == "model.neff"   ? files.artifact
+            : file == "model.done" ? files.done
+                                   : absl::StrCat(files.records, "/", file),
+            shape);
       keys.push_back(std::move(k));
     }
   }

@@ -86,7 +86,7 @@ TEST(RemoteLargeTest, HalfGigabyteNeffMovesWithFlatMemory) {
       absl::Minutes(10)))
       << stats.ShortDebugString();
   EXPECT_GE(stats.remote_bytes_out(), kNeffBytes);
-  EXPECT_GT(CountRequests(**s3, "PUT", "/MODULE_big/model.neff"), 1)
+  EXPECT_GT(CountRequests(**s3, "PUT", ObjectName("big", "model.neff")), 1)
       << "expected a multipart upload";
   const int64_t publisher_growth =
       PeakRssKiB(publisher.process().pid()) - publisher_before;

@@ -22,6 +22,7 @@
 #include "tests/harness/process.h"
 #include "tests/harness/remote_env.h"
 #include "tests/harness/servers.h"
+#include "tests/harness/store_files.h"
 #include "tests/harness/temp_dir.h"
 
 namespace neffd::test_support {
@@ -33,8 +34,7 @@ bool Exists(const std::string& path) {
 }
 
 std::string SharedArtifact(const Cluster& cluster, const std::string& key) {
-  return absl::StrCat(cluster.shared_neff(), "/neuronxcc-", kCompilerVersion,
-                      "/MODULE_", key, "/model.neff");
+  return FilesOf(cluster.shared_neff(), key).artifact;
 }
 
 int CountLines(const std::string& text, const std::string& needle) {
@@ -108,7 +108,7 @@ TEST_F(RemoteTierTest, CompiledOnOneClusterIsAHitOnAnotherWithOneDownload) {
         << answer.ShortDebugString();
     EXPECT_EQ(ReadFile(answer.entry().path()), bytes);
   }
-  EXPECT_EQ(CountRequests(*s3_, "GET", "/MODULE_shared/model.neff"), 1);
+  EXPECT_EQ(CountRequests(*s3_, "GET", ObjectName("shared", "model.neff")), 1);
   EXPECT_EQ(ReadFile(SharedArtifact(b, "shared")), bytes);
   EXPECT_EQ(StatsOf(b.host(0)).hits_remote() + StatsOf(b.host(1)).hits_remote(),
             1u);

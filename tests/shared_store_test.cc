@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/harness/cluster.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -111,20 +112,28 @@ TEST(SharedStoreTest, DamageBehindTheDaemonsIsNeverServedAndIsRecompiled) {
   ASSERT_EQ(cluster.StartRank(0, 0, args)->Wait(), 0);
   ASSERT_EQ(ReadLines(log).size(), 8u);
 
-  std::vector<std::string> dirs;
-  for (const auto& v : fs::directory_iterator(cluster.shared_neff())) {
-    if (!absl::StartsWith(v.path().filename().string(), "neuronxcc-")) continue;
-    for (const auto& m : fs::directory_iterator(v.path())) {
-      dirs.push_back(m.path().string());
+  // Every entry's files, by key (store/layout.h).
+  std::vector<EntryFiles> entries;
+  for (const auto& f :
+       fs::recursive_directory_iterator(cluster.shared_neff())) {
+    const std::string name = f.path().filename().string();
+    if (f.is_regular_file() && absl::EndsWith(name, ".neff") &&
+        name[0] != '.') {
+      entries.push_back(
+          FilesOf(cluster.shared_neff(), f.path().stem().string()));
     }
   }
-  std::sort(dirs.begin(), dirs.end());
-  ASSERT_EQ(dirs.size(), 8u);
+  std::sort(entries.begin(), entries.end(),
+            [](const EntryFiles& a, const EntryFiles& b) {
+              return a.artifact < b.artifact;
+            });
+  ASSERT_EQ(entries.size(), 8u);
   // 1: truncated. 2: one byte flipped, size and mtime restored. 3: model.done
-  // deleted. 4: model.neff deleted.
-  ASSERT_EQ(truncate((dirs[0] + "/model.neff").c_str(), 100), 0);
+  // deleted (the artifact alone, as an unmodified rank's put: adopted, not
+  // compiled again). 4: the artifact deleted (a clear: a miss, not damage).
+  ASSERT_EQ(truncate(entries[0].artifact.c_str(), 100), 0);
   {
-    const std::string neff = dirs[1] + "/model.neff";
+    const std::string neff = entries[1].artifact;
     struct stat st;
     ASSERT_EQ(stat(neff.c_str(), &st), 0);
     std::fstream f(neff, std::ios::in | std::ios::out | std::ios::binary);
@@ -134,12 +143,12 @@ TEST(SharedStoreTest, DamageBehindTheDaemonsIsNeverServedAndIsRecompiled) {
     struct timespec times[2] = {st.st_atim, st.st_mtim};
     ASSERT_EQ(utimensat(AT_FDCWD, neff.c_str(), times, 0), 0);
   }
-  fs::remove(dirs[2] + "/model.done");
-  fs::remove(dirs[3] + "/model.neff");
+  fs::remove(entries[2].done);
+  fs::remove(entries[3].artifact);
 
   // Ranks on both hosts (hostA has the entries indexed, hostB has not) ask
-  // again: every file they read must be right, and each damaged key is
-  // compiled exactly once more.
+  // again: every file they read must be right, and each damaged or cleared
+  // key is compiled exactly once more.
   std::vector<std::unique_ptr<Process>> ranks;
   for (int r = 0; r < 8; ++r)
     ranks.push_back(cluster.StartRank(r % 2, r, args));
@@ -147,14 +156,14 @@ TEST(SharedStoreTest, DamageBehindTheDaemonsIsNeverServedAndIsRecompiled) {
     EXPECT_EQ(rank->Wait(), 0) << rank->Stdout() << rank->Stderr();
     EXPECT_FALSE(absl::StrContains(rank->Stdout(), "TORN"));
   }
-  EXPECT_EQ(ReadLines(log).size(), 12u);
+  EXPECT_EQ(ReadLines(log).size(), 11u);
   int reasons = 0;
   for (const auto& q : fs::recursive_directory_iterator(cluster.shared_neff() +
                                                         "/quarantine")) {
     const std::string name = q.path().filename().string();
     if (name == "reason" || absl::EndsWith(name, ".reason")) ++reasons;
   }
-  EXPECT_EQ(reasons, 4);
+  EXPECT_EQ(reasons, 2);  // the truncated and the flipped artifact
 }
 
 TEST(SharedStoreTest, EachHostReadsAnEntryFromTheSharedStoreOnce) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/harness/process.h"
+#include "tests/torchneuron_host.h"
 
 namespace neffd::test_support {
 namespace {
@@ -27,24 +28,14 @@ namespace fs = std::filesystem;
 constexpr char kKeyA[] = "0123456789abcdef0123456789abcdef";
 constexpr char kKeyB[] = "fedcba9876543210fedcba9876543210";
 
-class TorchNeuronLocksTest : public ::testing::Test {
+class TorchNeuronLocksTest : public TorchNeuronHost<::testing::Test> {
  protected:
-  void SetUp() override {
-    root_ = TestTempDir();
-    daemon_ = std::make_unique<DaemonProcess>(
-        root_, std::vector<std::string>{"--poll_interval=0.2"});
-    ASSERT_TRUE(daemon_->Start()) << daemon_->process().Stderr();
-  }
-
-  // An unmodified TorchNeuron rank on this host asking for `key`.
+  // An unmodified TorchNeuron rank on this host asking for `key`, with a
+  // cache directory of its own.
   std::unique_ptr<Process> Rank(const std::string& key,
                                 const std::string& hold_until = "") {
-    std::vector<std::string> argv = {
-        "/usr/bin/python3", Runfile("tests/torchneuron_rank.py"),
-        "--cache_dir=" + root_ + "/torchneuron_cache",
-        "--local_dir=" + daemon_->local_dir(), "--key=" + key};
-    if (!hold_until.empty()) argv.push_back("--hold_until=" + hold_until);
-    return std::make_unique<Process>(argv);
+    return UnmodifiedRank(key, hold_until, "neff",
+                          root_ + "/torchneuron_cache");
   }
 
   // A client of the daemon taking neffd's lease on `key` (held until
@@ -55,18 +46,9 @@ class TorchNeuronLocksTest : public ::testing::Test {
         "--key=" + key, "--hold_stream", "--heartbeat_ms=500"});
   }
 
-  // Waits until `p` printed `event` (a line's first word).
-  static bool Said(Process& p, const std::string& event) {
-    return WaitUntil([&] { return absl::StrContains(p.Stdout(), event); },
-                     absl::Seconds(30));
-  }
-
   std::string LockFile(const std::string& key) const {
     return daemon_->local_dir() + "/locks/" + key + ".lock";
   }
-
-  std::string root_;
-  std::unique_ptr<DaemonProcess> daemon_;
 };
 
 TEST_F(TorchNeuronLocksTest, ARankWaitsWhileAClientHoldsTheLease) {

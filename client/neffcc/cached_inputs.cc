@@ -53,9 +53,8 @@ void FromStore(const CacheClientOptions& options, std::vector<CachedKey>& out) {
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(store_options);
   if (!store.ok()) return;
   (void)(*store)->ForEachEntry([&](const EntryKey& id) {
-    absl::StatusOr<std::string> json = ReadSmallFile(
-        absl::StrCat((*store)->EntryDir(id), "/", kKeyInputsFileName),
-        kMaxRecordBytes);
+    absl::StatusOr<std::string> json =
+        ReadSmallFile((*store)->PathsOf(id).key_inputs(), kMaxRecordBytes);
     if (json.ok()) AddRecord(id.key(), *json, out);
     return true;
   });

@@ -236,14 +236,15 @@ int Ctl::Gc(const std::string& ns, uint64_t max_size, absl::Duration older_than,
   const v1::Leftovers& left = response.leftovers_after();
   std::printf(
       "leftovers %s: %llu temp files (%s), %llu quarantined (%s), %llu in "
-      "trash (%s); left: %llu temp files, %llu quarantined (%s), %llu in "
-      "trash\n",
+      "trash (%s), %llu cleared records; left: %llu temp files, %llu "
+      "quarantined (%s), %llu in trash\n",
       dry_run ? "to remove" : "removed", (unsigned long long)gone.temp_files(),
       HumanBytes(gone.temp_bytes()).c_str(),
       (unsigned long long)gone.quarantine_entries(),
       HumanBytes(gone.quarantine_bytes()).c_str(),
       (unsigned long long)gone.trash_entries(),
       HumanBytes(gone.trash_bytes()).c_str(),
+      (unsigned long long)gone.cleared_records(),
       (unsigned long long)left.temp_files(),
       (unsigned long long)left.quarantine_entries(),
       HumanBytes(left.quarantine_bytes()).c_str(),
@@ -310,8 +311,12 @@ int Ctl::Import(const std::string& dir, bool clear_stale_locks) {
     PrintJson(last);
     return kOk;
   }
+  if (last.migrated() > 0) {
+    std::printf("moved %llu entries from the layout before TorchNeuron's\n",
+                (unsigned long long)last.migrated());
+  }
   std::printf(
-      "scanned %llu entries: %llu done (%llu legacy), %llu failed, "
+      "scanned %llu entries: %llu done (%llu adopted), %llu failed, "
       "%llu locked (%llu stale locks, %llu cleared), %llu corrupt\n",
       (unsigned long long)last.scanned(), (unsigned long long)last.done(),
       (unsigned long long)last.legacy(), (unsigned long long)last.failed(),

@@ -1,19 +1,19 @@
 // neffctl: the operator and scripting CLI for neffd.
 //
-//   neffctl [--address A] [--json] lookup NS KEY --compiler_version V
-//   neffctl [--address A] [--json] put NS KEY FILE --compiler_version V
-//   neffctl [--address A] [--json] get NS KEY OUT --compiler_version V
+//   neffctl [--address A] [--json] lookup NS KEY [--compiler_version V]
+//   neffctl [--address A] [--json] put NS KEY FILE [--compiler_version V]
+//   neffctl [--address A] [--json] get NS KEY OUT [--compiler_version V]
 //   neffctl [--address A] [--json] stats [-z]
 //   neffctl [--address A] [--json] ls [--namespace NS] [--compiler_version V]
 //                                     [--failed] [--locked]
 //                                     [--sort key|size|last_access] [--limit N]
-//   neffctl [--address A] [--json] show NS KEY --compiler_version V
+//   neffctl [--address A] [--json] show NS KEY [--compiler_version V]
 //   neffctl [--address A] [--json] locks
 //   neffctl [--address A] [--json] drain | undrain
 //   neffctl [--address A] [--json] health [--service NAME]
 //   neffctl [--address A] [--json] config
-//   neffctl [--address A] [--json] evict NS KEY --compiler_version V
-//   neffctl [--address A] [--json] forget NS KEY --compiler_version V
+//   neffctl [--address A] [--json] evict NS KEY [--compiler_version V]
+//   neffctl [--address A] [--json] forget NS KEY [--compiler_version V]
 //   neffctl [--address A] [--json] verify [--all] [--namespace NS]
 //   neffctl [--address A] [--json] gc [--max-size BYTES] [--older-than AGE]
 //                                     [--dry-run] [--namespace NS]
@@ -68,7 +68,8 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA certificate that signed the daemon's certificate");
 ABSL_FLAG(std::string, compiler_version, "",
-          "neuronx-cc version of the entry (lookup, put, get, evict)");
+          "neuronx-cc version of the entry (lookup, put, get, show, evict, "
+          "forget); empty: the entry of any version");
 ABSL_FLAG(std::string, namespace, "",
           "namespace: neff or hlo (verify, gc: default neff; ls: both)");
 ABSL_FLAG(bool, all, false,
@@ -328,11 +329,9 @@ std::vector<std::string> NormaliseFlags(int argc, char** argv) {
   return args;
 }
 
+// Without --compiler_version the entry of any version: a key commits to its
+// compiler (TorchNeuron's 32-hex keys and neffcc's alike).
 absl::StatusOr<EntryKey> ParseEntry(const Call& call) {
-  if (absl::GetFlag(FLAGS_compiler_version).empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(call.command, " needs --compiler_version"));
-  }
   return EntryKey::Parse(call.args[0], absl::GetFlag(FLAGS_compiler_version),
                          call.args[1]);
 }

@@ -11,6 +11,9 @@
 //   client.lookup("neff", "2.19.8089.0", key)   # path or None
 //   neffclient.torchneuron_key(base_key, ir_bytes)  # TorchNeuron's 32-hex key
 //   neffclient.memory_stats()                # the allocator's statistics
+//   cache = neffclient.TorchNeuronCache("2.19.8089.0")  # TorchNeuron's cache
+//   with cache.acquire_lock(key):            # and compile lock, over neffd
+//     if cache.get(key) is None: cache.put(key, neff_bytes)
 //
 // compile_fn(path) writes the artifact to `path` (in the spec's working
 // directory, os.path.dirname(path)). It reports a deterministic compiler
@@ -19,7 +22,8 @@
 // .retry_after and .workdir) here and in every waiter. Any other exception
 // abandons the compile (nothing recorded) and propagates unchanged.
 // Errors are Python exceptions carrying the daemon's message: ValueError for
-// bad arguments, neffclient.CancelledError, neffclient.Error otherwise.
+// bad arguments, neffclient.CancelledError, neffclient.LockTimeoutError
+// (a TorchNeuronCache lock wait ran out), neffclient.Error otherwise.
 //
 // The GIL is released while a call waits (for the daemon, a lock, a
 // publish) and held only while compile_fn runs.
@@ -37,6 +41,7 @@
 #include "allocator/segment_provider.h"
 #include "client/cache_client.h"
 #include "client/python/exceptions.h"
+#include "client/torchneuron_cache.h"
 #include "client/torchneuron_key.h"
 #include "config/env.h"
 
@@ -63,6 +68,8 @@ namespace {
     error = py::module_::import("builtins").attr("ValueError")(message);
   } else if (absl::IsCancelled(status)) {
     error = module.attr("CancelledError")(message);
+  } else if (absl::IsDeadlineExceeded(status)) {
+    error = module.attr("LockTimeoutError")(message);
   } else {
     error = module.attr("Error")(message);
   }
@@ -248,6 +255,77 @@ class PyClient {
   std::unique_ptr<CacheClient> client_;
 };
 
+// f() without the GIL.
+template <typename F>
+auto Unlocked(F f) {
+  py::gil_scoped_release nogil;
+  return f();
+}
+
+// TorchNeuronCache's compile lock; keeps its cache alive.
+class PyTorchNeuronLock {
+ public:
+  PyTorchNeuronLock(std::shared_ptr<TorchNeuronCache> cache,
+                    std::unique_ptr<TorchNeuronCompileLock> lock)
+      : cache_(std::move(cache)), lock_(std::move(lock)) {}
+
+  const std::string& key() const { return lock_->key(); }
+  bool held() const { return lock_->held(); }
+  void Release() {
+    py::gil_scoped_release nogil;
+    lock_->Release();
+  }
+
+ private:
+  std::shared_ptr<TorchNeuronCache> cache_;  // destroyed after lock_
+  std::unique_ptr<TorchNeuronCompileLock> lock_;
+};
+
+// TorchNeuronCache (client/torchneuron_cache.h); waits without the GIL.
+class PyTorchNeuronCache {
+ public:
+  PyTorchNeuronCache(const std::string& compiler_version,
+                     const std::optional<std::string>& address)
+      : cache_(ValueOrRaise(TorchNeuronCache::FromEnvironment(
+            compiler_version, address.value_or("")))) {}
+
+  bool Exists(const std::string& key) {
+    return ValueOrRaise(Unlocked([&] { return cache_->Exists(key); }));
+  }
+  std::optional<py::bytes> Get(const std::string& key) {
+    absl::StatusOr<std::string> bytes =
+        Unlocked([&] { return cache_->Get(key); });
+    if (absl::IsNotFound(bytes.status())) return std::nullopt;
+    return py::bytes(ValueOrRaise(std::move(bytes)));
+  }
+  void Put(const std::string& key, const py::object& data) {
+    const std::string bytes = AsBytes(data);
+    Check(Unlocked([&] { return cache_->Put(key, bytes); }));
+  }
+  void Remove(const std::string& key) {
+    Check(Unlocked([&] { return cache_->Remove(key); }));
+  }
+  void Clear() {
+    Check(Unlocked([&] { return cache_->Clear(); }));
+  }
+  PyTorchNeuronLock AcquireLock(const std::string& key,
+                                std::optional<double> timeout) {
+    const absl::Duration wait = timeout.has_value()
+                                    ? absl::Seconds(*timeout)
+                                    : -absl::Seconds(1);  // the environment's
+    return PyTorchNeuronLock(
+        cache_,
+        ValueOrRaise(Unlocked([&] { return cache_->AcquireLock(key, wait); })));
+  }
+
+ private:
+  static void Check(const absl::Status& s) {
+    if (!s.ok()) Raise(s);
+  }
+
+  std::shared_ptr<TorchNeuronCache> cache_;
+};
+
 // The client behind the module-level functions; never destroyed.
 PyClient& DefaultClient() {
   static PyClient* client = new PyClient(std::nullopt);
@@ -291,6 +369,35 @@ PYBIND11_MODULE(neffclient, m) {
       .def("attach_allocator", &PyClient::AttachAllocator, py::arg("pool"),
            "Report `pool`'s statistics in the 'allocator' metric table.")
       .def("write_metrics", &PyClient::WriteMetrics);
+
+  using neffd::python::PyTorchNeuronCache;
+  using neffd::python::PyTorchNeuronLock;
+  py::class_<PyTorchNeuronLock>(m, "TorchNeuronCompileLock")
+      .def_property_readonly("key", &PyTorchNeuronLock::key)
+      .def_property_readonly("held", &PyTorchNeuronLock::held)
+      .def("release", &PyTorchNeuronLock::Release,
+           "Lets the next waiter have the key. Idempotent.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__",
+           [](PyTorchNeuronLock& lock, const py::args&) { lock.Release(); });
+
+  py::class_<PyTorchNeuronCache>(m, "TorchNeuronCache")
+      .def(py::init<const std::string&, const std::optional<std::string>&>(),
+           py::arg("compiler_version"), py::arg("address") = py::none(),
+           "TorchNeuron's persistent NEFF cache and compile lock over neffd "
+           "(client/torchneuron_cache.h); every request carries "
+           "compiler_version.")
+      .def("exists", &PyTorchNeuronCache::Exists, py::arg("key"))
+      .def("get", &PyTorchNeuronCache::Get, py::arg("key"),
+           "The entry's bytes, or None.")
+      .def("put", &PyTorchNeuronCache::Put, py::arg("key"), py::arg("data"))
+      .def("remove", &PyTorchNeuronCache::Remove, py::arg("key"))
+      .def("clear", &PyTorchNeuronCache::Clear)
+      .def("acquire_lock", &PyTorchNeuronCache::AcquireLock, py::arg("key"),
+           py::arg("timeout") = py::none(),
+           "Waits up to `timeout` seconds (None: "
+           "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT) for the key's compile "
+           "lock; LockTimeoutError if another process held it throughout.");
 
   py::class_<PySegmentPool, std::shared_ptr<PySegmentPool>>(m, "SegmentPool")
       .def(py::init([](std::optional<size_t> capacity_bytes) {

@@ -17,9 +17,8 @@ namespace neffd {
 namespace {
 
 // Not "*.lock": `neuron_parallel_compile --command clear-locks` deletes
-// those. The previous release's name is honoured for one release.
+// those.
 constexpr char kGcLeaseName[] = ".neffd-gc.lease";
-constexpr char kLegacyGcLeaseName[] = ".gc.lock";
 constexpr absl::Duration kTick = absl::Milliseconds(100);
 // Checking the lease costs two stats; during a run, once a second is enough
 // to stop well within the TTL after losing it.
@@ -55,7 +54,6 @@ GcCoordinator::GcCoordinator(GcCoordinatorOptions options, Catalog* catalog,
     return catalog->StoreFor(id).root();
   };
   lease.lease_file_name = kGcLeaseName;
-  lease.legacy_lease_file_name = kLegacyGcLeaseName;
   lease.shared_env = options_.shared_env;
   leases_ = NewFileLocks(std::move(lease));
   for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {

@@ -97,6 +97,9 @@ Catalog::FindResult Catalog::ProbeStore(const EntryKey& id) {
   // Verified on the store: a hit whether or not the index takes it.
   (void)Record(id, *stored);
   Touch(id.Canonical());
+  if (stored->adopted && adoption_observer_) {
+    adoption_observer_(id, stored->entry);
+  }
   return stored->entry;
 }
 

@@ -87,6 +87,15 @@ class Catalog {
     access_observer_ = std::move(observer);
   }
 
+  // `observer` hears of each entry a lookup found on the store without a
+  // record and recorded (an unmodified TorchNeuron rank's put), so the S3
+  // tier uploads it as it does a publish. Set before serving.
+  using AdoptionObserver =
+      std::function<void(const EntryKey&, const v1::Entry&)>;
+  void SetAdoptionObserver(AdoptionObserver observer) {
+    adoption_observer_ = std::move(observer);
+  }
+
  private:
   struct Probe;
   // An entry whose artifact was seen unchanged in the store at `validated`.
@@ -109,6 +118,7 @@ class Catalog {
   const std::function<absl::Time()> now_;
   const absl::Duration revalidate_;
   AccessObserver access_observer_;
+  AdoptionObserver adoption_observer_;
   std::atomic<uint64_t> index_write_failures_{0};
 
   mutable absl::Mutex mu_;

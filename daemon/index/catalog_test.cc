@@ -67,7 +67,8 @@ TEST_F(CatalogTest, DamageIsNoticedWhenTheWindowEnds) {
 TEST_F(CatalogTest, ForgetEndsAHotEntryAtOnce) {
   Publish(std::string(4096, 'x'));
   ASSERT_TRUE(Hit());
-  std::filesystem::remove_all(neff_->EntryDir(id_));
+  std::filesystem::remove_all(neff_->ArtifactPath(id_));
+  std::filesystem::remove_all(neff_->RecordsDir(id_));
   ASSERT_TRUE(catalog_->Forget(id_).ok());
   EXPECT_FALSE(Hit());  // same instant: not served from memory
 }

@@ -68,7 +68,6 @@ class FileLocks : public ExternalLocks {
     }
     Env *const shared = options_.shared_env;
     const std::string dir = options_.entry_dir(id);
-    if (!LegacyLeaseFree(id, dir)) return nullptr;
     const std::string path = absl::StrCat(dir, "/", options_.lease_file_name);
     for (int attempt = 0; attempt < 2; ++attempt) {
       absl::StatusOr<UniqueFd> lease =
@@ -107,23 +106,6 @@ class FileLocks : public ExternalLocks {
       return UniqueFd();
     }
     return *std::move(fd);
-  }
-
-  // True unless a lease file of the previous release's name holds `id`: one
-  // that is absent, or stale and broken now. Checked before our own lease
-  // is created (one lstat), so a key an older daemon holds costs no create
-  // and unlink per poll. An older daemon never looks for our name, so one
-  // that creates its file between this check and ours compiles the key
-  // too: a second compile, never a torn entry (publishes are atomic).
-  bool LegacyLeaseFree(const EntryKey &id, const std::string &dir) {
-    if (options_.legacy_lease_file_name.empty()) return true;
-    const std::string path =
-        absl::StrCat(dir, "/", options_.legacy_lease_file_name);
-    struct stat st;
-    if (absl::Status s = options_.shared_env->Lstat(path, &st); !s.ok()) {
-      return absl::IsNotFound(s);
-    }
-    return BreakIfStale(id, path, options_.legacy_lease_file_name);
   }
 
   // "host pid lease-id unix-ms", as TryTake writes it.

@@ -27,11 +27,7 @@
 //     stayed unchanged as long as a stale lease; both are moved to
 //     `quarantine_dir` rather than deleted, so an operator can see what was
 //     there. No open of a lease file ever blocks (store/file_util.h
-//     OpenRegularFile). For one release the lease file's former name
-//     (`legacy_lease_file_name`) is honoured too: the key is held elsewhere
-//     while a file of that name is there and not stale by the same rules,
-//     so an older daemon's lease in a rolling upgrade (and a libneuronxla
-//     process's lock, the same name) still makes this host wait.
+//     OpenRegularFile).
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_LOCKS_FILE_LOCKS_H_
@@ -65,9 +61,6 @@ struct FileLocksOptions {
   // The lease file's name in that directory. The store-wide gc lease
   // (daemon/cluster/gc_coordinator.h) reuses this protocol under its own name.
   std::string lease_file_name = kLeaseFileName;
-  // The lease file's name in the previous release, honoured as a hold (and
-  // broken when stale) but never created; empty: none.
-  std::string legacy_lease_file_name = kLegacyLeaseFileName;
   // The host's filesystem (the lock files) and clock; not owned.
   Env *env = Env::Default();
   // The shared store's filesystem (the lease files); not owned. The daemon

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "store/counting_env.h"
 #include "store/file_util.h"
+#include "store/layout.h"
 #include "store/testing/manual_clock_env.h"
 #include "tests/harness/planted.h"
 #include "tests/harness/temp_dir.h"
@@ -45,7 +46,7 @@ class FileLocksTest : public ::testing::Test {
   }
 
   std::string EntryDir(const EntryKey& id) const {
-    return absl::StrCat(root_, "/store/", id.RelativeDir());
+    return absl::StrCat(root_, "/store/", RecordsRelDir(id.key()));
   }
   std::string QuarantineDir() const { return root_ + "/store/quarantine"; }
   std::string LeasePath() const {
@@ -188,54 +189,6 @@ TEST_F(FileLocksTest, TheLeaseFileIsNeffdsOwnNameWhichNoCleanupRemoves) {
   EXPECT_TRUE(fs::exists(LeasePath()));
   EXPECT_TRUE(held->StillHeld());
   EXPECT_EQ(b_->TryTake(id_, "lease-b"), nullptr);
-}
-
-// The previous release's lease file (an older daemon's during a rolling
-// upgrade) holds the key while it is refreshed, and is broken once stale,
-// on hostB's own clock.
-TEST_F(FileLocksTest, AnOlderDaemonsLeaseFileHoldsTheKeyUntilItIsStale) {
-  ManualClockEnv clock(absl::Now());
-  FileLocksOptions o;
-  o.locks_dir = root_ + "/hostB/locks";
-  o.host_id = "hostB";
-  o.stale_after = absl::Seconds(30);
-  o.poll_interval = absl::Seconds(1);
-  o.entry_dir = [this](const EntryKey& id) { return EntryDir(id); };
-  o.env = &clock;
-  o.shared_env = &shared_;
-  std::unique_ptr<ExternalLocks> b = NewFileLocks(o);
-  const std::string legacy =
-      absl::StrCat(EntryDir(id_), "/", kLegacyLeaseFileName);
-  fs::create_directories(EntryDir(id_));
-  std::ofstream(legacy) << "hostC 123 old-lease 0\n";
-  for (int refresh = 1; refresh <= 5; ++refresh) {
-    EXPECT_EQ(b->TryTake(id_, "lease-b"), nullptr) << refresh;
-    EXPECT_FALSE(fs::exists(LeasePath()));  // nothing created meanwhile
-    clock.Advance(absl::Seconds(10));
-    // hostC refreshes every TTL/3, as an older daemon does.
-    struct timespec times[2];
-    times[0] = times[1] =
-        absl::ToTimespec(absl::Now() + absl::Seconds(refresh));
-    ASSERT_EQ(utimensat(AT_FDCWD, legacy.c_str(), times, 0), 0);
-  }
-  EXPECT_EQ(b->TryTake(id_, "lease-b"), nullptr);  // sees the last refresh
-  clock.Advance(absl::Seconds(29));                // hostC stopped
-  std::unique_ptr<ExternalLock> held = b->TryTake(id_, "lease-b");
-  ASSERT_NE(held, nullptr);
-  EXPECT_FALSE(fs::exists(legacy));
-  EXPECT_NE(ReadSmallFile(LeasePath(), 4096)->find("hostB"), std::string::npos);
-}
-
-TEST_F(FileLocksTest, AnOlderIncarnationsLeaseFileOfThisHostIsBrokenAtOnce) {
-  pid_t child = fork();
-  if (child == 0) _exit(0);
-  waitpid(child, nullptr, 0);  // a pid that is certainly gone
-  fs::create_directories(EntryDir(id_));
-  const std::string legacy =
-      absl::StrCat(EntryDir(id_), "/", kLegacyLeaseFileName);
-  std::ofstream(legacy) << absl::StrCat("hostB ", child, " old 0\n");
-  EXPECT_NE(b_->TryTake(id_, "lease-b"), nullptr);
-  EXPECT_FALSE(fs::exists(legacy));
 }
 
 }  // namespace

@@ -307,9 +307,8 @@ class RecordingIntent : public PublishIntent {
              const std::string& sha256) override {
     struct stat st;
     began = true;
-    artifact_at_begin =
-        stat(store_->ArtifactPath(id).c_str(), &st) == 0 ||
-        stat((store_->EntryDir(id) + "/model.done").c_str(), &st) == 0;
+    artifact_at_begin = stat(store_->ArtifactPath(id).c_str(), &st) == 0 ||
+                        stat(store_->PathsOf(id).done().c_str(), &st) == 0;
     size_at_begin = size;
   }
   void End(bool stored) override { ended.push_back(stored); }

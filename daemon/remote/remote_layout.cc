@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "store/layout.h"
+#include "store/store.h"
 
 namespace neffd::remote {
 namespace {
@@ -63,31 +65,23 @@ absl::StatusOr<RemoteLocation> ParseRemoteUrl(absl::string_view url) {
   return RemoteLocation{std::string(parts.first), std::string(parts.second)};
 }
 
-std::string RemoteEntryPrefix(const RemoteLocation& location,
-                              const EntryKey& key) {
-  std::string prefix = location.prefix;
-  if (key.ns() == Namespace::kHlo) {
-    prefix = prefix.empty() ? "hlo" : absl::StrCat(prefix, "/hlo");
-  }
-  return prefix.empty() ? absl::StrCat(key.RelativeDir(), "/")
-                        : absl::StrCat(prefix, "/", key.RelativeDir(), "/");
-}
-
 std::string RemoteObjectName(const RemoteLocation& location,
                              const EntryKey& key, RemoteFile file) {
-  absl::string_view name;
+  std::string root = location.prefix;
+  if (key.ns() == Namespace::kHlo) {
+    root = root.empty() ? "hlo" : absl::StrCat(root, "/hlo");
+  }
+  if (!root.empty()) absl::StrAppend(&root, "/");
   switch (file) {
     case RemoteFile::kArtifact:
-      name = ArtifactFileName(key.ns());
-      break;
+      return absl::StrCat(root, ArtifactRelPath(key.ns(), key.key()));
     case RemoteFile::kDoneRecord:
-      name = "model.done";
-      break;
+      return absl::StrCat(root, RecordsRelDir(key.key()), "/model.done");
     case RemoteFile::kCompileFlags:
-      name = "compile_flags.json";
-      break;
+      return absl::StrCat(root, RecordsRelDir(key.key()), "/",
+                          kKeyInputsFileName);
   }
-  return absl::StrCat(RemoteEntryPrefix(location, key), name);
+  return root;
 }
 
 }  // namespace neffd::remote

@@ -1,17 +1,17 @@
 // daemon/remote/remote_layout.h
 //
 // Where cache entries live in S3. `--remote=s3://BUCKET/PREFIX` names the
-// place; under it the layout is the shared store's (store/store.h), so
-// libneuronxla's own s3:// cache and neffd read each other's entries where
-// their keys agree:
+// place; under it the layout mirrors the shared store's (TorchNeuron's,
+// store/layout.h), so a synced copy of the bucket is a cache TorchNeuron
+// reads as it is:
 //
-//   PREFIX/neuronxcc-{version}/MODULE_{key}/model.neff
-//                                           model.done
-//                                           compile_flags.json
+//   PREFIX/{k0k1}/{k2k3}/{key}.neff
+//   PREFIX/{k0k1}/{k2k3}/{key}.neffd/model.done
+//                                   /compile_flags.json
 //
 // The hlo namespace has a root of its own in the shared store; remotely it
-// lives under PREFIX/hlo/ (a name no "neuronxcc-*" directory can take), with
-// model.hlo as its artifact.
+// lives under PREFIX/hlo/ (no shard name has three characters), with
+// {key}.hlo as its artifact.
 //
 // Thread-safe (pure functions and a value type).
 #ifndef NEFFD_DAEMON_REMOTE_REMOTE_LAYOUT_H_
@@ -45,10 +45,6 @@ enum class RemoteFile {
   kDoneRecord,    // model.done, written last
   kCompileFlags,  // compile_flags.json
 };
-
-// "PREFIX/neuronxcc-V/MODULE_KEY/" (hlo: "PREFIX/hlo/neuronxcc-V/...").
-std::string RemoteEntryPrefix(const RemoteLocation& location,
-                              const EntryKey& key);
 
 // The object name of one file of an entry.
 std::string RemoteObjectName(const RemoteLocation& location,

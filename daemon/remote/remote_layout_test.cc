@@ -19,23 +19,23 @@ TEST(RemoteLayoutTest, ObjectNamesFollowTheSharedStore) {
   EXPECT_EQ(location->Url(), "s3://my-bucket/team/cache");
 
   EXPECT_EQ(RemoteObjectName(*location, Key("neff"), RemoteFile::kArtifact),
-            "team/cache/neuronxcc-2.19.1/MODULE_abc123/model.neff");
+            "team/cache/ab/c1/abc123.neff");
   EXPECT_EQ(RemoteObjectName(*location, Key("neff"), RemoteFile::kDoneRecord),
-            "team/cache/neuronxcc-2.19.1/MODULE_abc123/model.done");
+            "team/cache/ab/c1/abc123.neffd/model.done");
   EXPECT_EQ(RemoteObjectName(*location, Key("neff"), RemoteFile::kCompileFlags),
-            "team/cache/neuronxcc-2.19.1/MODULE_abc123/compile_flags.json");
+            "team/cache/ab/c1/abc123.neffd/compile_flags.json");
   EXPECT_EQ(RemoteObjectName(*location, Key("hlo"), RemoteFile::kArtifact),
-            "team/cache/hlo/neuronxcc-2.19.1/MODULE_abc123/model.hlo");
+            "team/cache/hlo/ab/c1/abc123.hlo");
 }
 
 TEST(RemoteLayoutTest, BucketRootHasNoLeadingSlash) {
   absl::StatusOr<RemoteLocation> location = ParseRemoteUrl("s3://bucket");
   ASSERT_TRUE(location.ok()) << location.status();
   EXPECT_EQ(location->prefix, "");
-  EXPECT_EQ(RemoteEntryPrefix(*location, Key("neff")),
-            "neuronxcc-2.19.1/MODULE_abc123/");
-  EXPECT_EQ(RemoteEntryPrefix(*location, Key("hlo")),
-            "hlo/neuronxcc-2.19.1/MODULE_abc123/");
+  EXPECT_EQ(RemoteObjectName(*location, Key("neff"), RemoteFile::kArtifact),
+            "ab/c1/abc123.neff");
+  EXPECT_EQ(RemoteObjectName(*location, Key("hlo"), RemoteFile::kDoneRecord),
+            "hlo/ab/c1/abc123.neffd/model.done");
 }
 
 TEST(RemoteLayoutTest, BadUrlsNameTheFlag) {

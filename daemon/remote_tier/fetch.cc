@@ -52,12 +52,17 @@ absl::StatusOr<v1::DoneRecord> RemoteTier::FetchDoneRecord(const EntryKey& id) {
   absl::StatusOr<v1::DoneRecord> done =
       ParseDoneRecord(ReadAll(fd.get(), *size));
   if (!done.ok()) return absl::DataLossError(done.status().message());
-  if ((!done->key().empty() && done->key() != id.key()) ||
-      (!done->compiler_version().empty() &&
-       done->compiler_version() != id.compiler_version())) {
-    return absl::DataLossError(absl::StrCat(
-        "s3://", location_.bucket, "/", name, " records another entry (",
-        done->compiler_version(), "/", done->key(), ")"));
+  if (!done->key().empty() && done->key() != id.key()) {
+    return absl::DataLossError(absl::StrCat("s3://", location_.bucket, "/",
+                                            name, " records another key (",
+                                            done->key(), ")"));
+  }
+  // As in the shared store: another compiler version's entry is a miss.
+  if (!done->compiler_version().empty() && !id.compiler_version().empty() &&
+      done->compiler_version() != id.compiler_version()) {
+    return absl::NotFoundError(absl::StrCat(
+        "s3://", location_.bucket, "/", name,
+        " is recorded for compiler version ", done->compiler_version()));
   }
   return done;
 }

@@ -83,7 +83,7 @@ absl::Status RemoteTier::Upload(const OutboxItem& item, bool* absent) {
   // every shared-store file is: a FIFO planted in a queued entry is damage,
   // not an open that blocks the uploader and every upload queued after it.
   absl::StatusOr<RegularFile> done_file =
-      OpenRegularFile(store.EntryDir(id) + "/model.done", kMaxDoneRecordBytes);
+      OpenRegularFile(store.PathsOf(id).done(), kMaxDoneRecordBytes);
   absl::StatusOr<RegularFile> artifact_file =
       done_file.ok() ? OpenRegularFile(store.ArtifactPath(id),
                                        std::numeric_limits<uint64_t>::max())
@@ -136,9 +136,8 @@ absl::Status RemoteTier::Upload(const OutboxItem& item, bool* absent) {
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<RegularFile> flags_file =
-      OpenRegularFile(store.EntryDir(id) + "/" + kKeyInputsFileName,
-                      std::numeric_limits<uint64_t>::max());
+  absl::StatusOr<RegularFile> flags_file = OpenRegularFile(
+      store.PathsOf(id).key_inputs(), std::numeric_limits<uint64_t>::max());
   if (flags_file.ok()) {
     const std::string flags_name = remote::RemoteObjectName(
         location_, id, remote::RemoteFile::kCompileFlags);

@@ -201,7 +201,7 @@ void Daemon::Parts::BuildLockTable() {
   file_options.host_id = options.host_id;
   file_options.stale_after = options.lease_ttl;
   file_options.entry_dir = [catalog = catalog.get()](const EntryKey &id) {
-    return catalog->StoreFor(id).EntryDir(id);
+    return catalog->StoreFor(id).RecordsDir(id);
   };
   file_options.quarantine_dir = [catalog = catalog.get()](const EntryKey &id) {
     return catalog->StoreFor(id).root() + "/quarantine";
@@ -267,6 +267,14 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
       RemoteTier::Open(options.remote, std::move(remote_parts));
   if (!opened.ok()) return opened.status();
   remote = *std::move(opened);
+  // An unmodified rank's entry goes up to S3 as a publish does.
+  catalog->SetAdoptionObserver(
+      [remote = remote.get()](const EntryKey &id, const v1::Entry &entry) {
+        std::unique_ptr<PublishIntent> upload = remote->NewUploadIntent();
+        if (upload == nullptr) return;
+        upload->Begin(id, entry.size(), entry.sha256());
+        upload->End(/*stored=*/true);
+      });
   return absl::OkStatus();
 }
 

@@ -115,7 +115,7 @@ int64_t CompileMs(Catalog& catalog, Store& store, const EntryKey& id) {
   }
   if (value.empty()) {
     absl::StatusOr<std::string> text =
-        ReadSmallFile(absl::StrCat(store.EntryDir(id), "/model.done"), 1 << 20);
+        ReadSmallFile(store.PathsOf(id).done(), 1 << 20);
     absl::StatusOr<v1::DoneRecord> done =
         text.ok() ? ParseDoneRecord(*text) : text.status();
     if (done.ok()) {
@@ -160,17 +160,30 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
         leftovers.set_temp_bytes(leftovers.temp_bytes() + temp.size);
       }
     }
-    // An artifact that never got its model.done: Find moves it aside once
-    // it is older than the store's orphan_grace and no lease guards it.
-    if (state.has_artifact && !state.has_done && !state.legacy_inputs &&
-        state.lock_files.empty() && !options_.lease_out(id) &&
-        !request.dry_run()) {
-      (void)store.Find(id);
+    const bool leased = options_.lease_out(id) || !state.lock_files.empty();
+    // An artifact no record describes (an unmodified TorchNeuron rank's put):
+    // Find records it, so it is ordered with every other entry.
+    if (state.has_artifact && !state.has_done && !leased &&
+        !request.dry_run() && store.Find(id).ok()) {
+      state.has_done = true;
+      state.done_mtime = state.artifact_mtime;
+    }
+    // Records left without their artifact: TorchNeuron's cache clear (which
+    // removes every *.neff) or a removal by hand. They describe nothing;
+    // a publish in flight holds a lease, and a failure its model.log.
+    if (state.exists && !state.has_artifact && !state.has_log && !leased &&
+        state.temp_files.empty()) {
+      if (request.dry_run() || store.Remove(id).ok()) {
+        removed_leftovers.set_cleared_records(
+            removed_leftovers.cleared_records() + 1);
+      } else {
+        leftovers.set_cleared_records(leftovers.cleared_records() + 1);
+      }
+      return true;
     }
     if (!state.has_artifact || !state.has_done) return true;
     Candidate c{id, state.artifact_size, state.done_mtime,
-                v1::GcRemoval::PUBLISHED,
-                options_.lease_out(id) || !state.lock_files.empty()};
+                v1::GcRemoval::PUBLISHED, leased};
     auto used = scope.last_uses.find(AccessJournal::KeyOf(id));
     if (used != scope.last_uses.end()) {
       c.last_use = c.journaled = used->second;
@@ -310,6 +323,21 @@ absl::Status Maintenance::Import(
   if (!fs_now.ok()) return fs_now.status();
   v1::ImportProgress p;
   absl::Status failure;
+  // Entries of the layout before TorchNeuron's move in first; the scan
+  // below then finds them where they are now.
+  absl::Status migrated = store.ForEachOldLayoutEntry([&](const EntryKey& id) {
+    absl::StatusOr<Store::Migration> outcome = store.MigrateOldLayoutEntry(id);
+    if (!outcome.ok()) {
+      failure = outcome.status();
+      return false;
+    }
+    if (*outcome == Store::Migration::kMoved) p.set_migrated(p.migrated() + 1);
+    if (*outcome == Store::Migration::kDamaged) p.set_corrupt(p.corrupt() + 1);
+    if (*outcome == Store::Migration::kLocked) p.set_locked(p.locked() + 1);
+    return true;
+  });
+  if (!failure.ok()) return failure;
+  if (!migrated.ok()) return migrated;
   absl::Status listed = store.ForEachEntry([&](const EntryKey& id) {
     p.set_scanned(p.scanned() + 1);
     EntryState state = store.Inspect(id);
@@ -321,14 +349,15 @@ absl::Status Maintenance::Import(
         p.set_cleared_locks(p.cleared_locks() + 1);
       }
     }
-    const bool legacy =
-        state.has_artifact && !state.has_done && state.legacy_inputs;
-    if (state.has_done || legacy) {
-      // Find verifies, adopts legacy entries and quarantines damage.
+    // An artifact no record describes (an unmodified rank's) is adopted.
+    const bool adopt =
+        state.has_artifact && !state.has_done && state.lock_files.empty();
+    if (state.has_artifact && (state.has_done || adopt)) {
+      // Find verifies, records unrecorded artifacts, quarantines damage.
       absl::StatusOr<StoredEntry> found = store.Find(id);
       if (found.ok()) {
         p.set_done(p.done() + 1);
-        if (legacy) p.set_legacy(p.legacy() + 1);
+        if (adopt) p.set_legacy(p.legacy() + 1);
         failure = catalog_->Record(id, *found);
       } else if (absl::IsNotFound(found.status())) {
         p.set_corrupt(p.corrupt() + 1);
@@ -337,11 +366,8 @@ absl::Status Maintenance::Import(
       }
     } else if (state.has_log) {
       p.set_failed(p.failed() + 1);
-    } else if (state.lock_files.empty()) {
-      // An artifact or inputs without a marker or a lock: an abandoned
-      // compile. Reported; an old orphan artifact is quarantined by Find.
-      if (state.has_artifact) (void)store.Find(id);
-      p.set_corrupt(p.corrupt() + 1);
+    } else if (state.has_artifact && state.lock_files.empty()) {
+      p.set_corrupt(p.corrupt() + 1);  // an artifact Find could not open
     }
     if (p.scanned() % kProgressEvery == 0) progress(p);
     return failure.ok();

@@ -81,14 +81,15 @@ class Maintenance {
   // Removes the coldest entries (by `scope`'s uses on any host and this
   // host's own) until the request's goals hold; see GcScope for the order.
   // Every run also removes leftovers past their bounds (MaintenanceOptions:
-  // old temp files, quarantine/ and .trash/ over age or size) and moves
-  // aside orphaned artifacts (no model.done, no lease) older than the
-  // store's orphan_grace; the response counts them. Aborted if
-  // scope.still_held turns false mid-run.
+  // old temp files, quarantine/ and .trash/ over age or size, records left
+  // without their artifact by a cache clear) and records artifacts no record
+  // describes (an unmodified rank's), which it orders with the rest; the
+  // response counts them. Aborted if scope.still_held turns false mid-run.
   absl::StatusOr<v1::GcResponse> Gc(Namespace ns, const v1::GcRequest& request,
                                     const GcScope& scope = GcScope());
 
-  // Indexes what is in the store of `ns` (see ImportProgress for the counts).
+  // Moves entries of the layout before TorchNeuron's into it, then indexes
+  // what is in the store of `ns` (see ImportProgress for the counts).
   absl::Status Import(
       Namespace ns, bool clear_stale_locks,
       const std::function<void(const v1::ImportProgress&)>& progress);

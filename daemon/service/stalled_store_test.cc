@@ -22,6 +22,7 @@
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 #include "store/digest.h"
 #include "store/entry_id.h"
+#include "store/layout.h"
 #include "store/testing/fault_injection_env.h"
 #include "tests/harness/temp_dir.h"
 
@@ -142,9 +143,9 @@ TEST_F(StalledStoreTest, OneStalledKeyDelaysNothingElse) {
   // lookups of it that hang in the store: every call on its directory
   // blocks from now on.
   Grant("stalled");
-  env_.Stall(FsOp::kTouch, "MODULE_stalled");
+  env_.Stall(FsOp::kTouch, "/stalled.neff");
   ASSERT_TRUE(env_.AwaitStalled(kTtl));
-  env_.Stall(std::nullopt, "MODULE_stalled");
+  env_.Stall(std::nullopt, "/stalled.neff");
   std::vector<std::thread> stuck;
   for (int i = 0; i < 16; ++i) {
     stuck.emplace_back([&] {
@@ -160,7 +161,7 @@ TEST_F(StalledStoreTest, OneStalledKeyDelaysNothingElse) {
   peer_options.stale_after = kTtl;
   peer_options.poll_interval = absl::Milliseconds(100);
   peer_options.entry_dir = [this](const EntryKey& id) {
-    return absl::StrCat(root_, "/neff/", id.RelativeDir());
+    return absl::StrCat(root_, "/neff/", RecordsRelDir(id.key()));
   };
   std::unique_ptr<ExternalLocks> peer = NewFileLocks(peer_options);
   const EntryKey live_id = *EntryKey::Parse("neff", kVersion, "live");

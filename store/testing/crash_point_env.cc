@@ -11,14 +11,14 @@ namespace neffd {
 
 const std::vector<CrashPoint>& PublishCrashPoints() {
   static const auto* const points = new std::vector<CrashPoint>{
-      {"temp_written", FsOp::kSync, ".model.neff.tmp.", 1, false},
-      {"data_synced", FsOp::kSync, ".model.neff.tmp.", 1, true},
-      {"renamed", FsOp::kRename, ".model.neff.tmp.", 1, true},
-      {"dir_synced", FsOp::kSyncDir, "/MODULE_", 1, true},
-      {"done_written", FsOp::kSync, ".model.done.tmp.", 1, false},
-      {"done_synced", FsOp::kSync, ".model.done.tmp.", 1, true},
-      {"done_renamed", FsOp::kRename, ".model.done.tmp.", 1, true},
-      {"published", FsOp::kSyncDir, "/MODULE_", 2, true},
+      {"temp_written", FsOp::kSync, ".neff.tmp.", 1, false, ""},
+      {"data_synced", FsOp::kSync, ".neff.tmp.", 1, true, ""},
+      {"renamed", FsOp::kRename, ".neff.tmp.", 1, true, ""},
+      {"dir_synced", FsOp::kSyncDir, "/", 1, true, ".neff.tmp."},
+      {"done_written", FsOp::kSync, ".model.done.tmp.", 1, false, ""},
+      {"done_synced", FsOp::kSync, ".model.done.tmp.", 1, true, ""},
+      {"done_renamed", FsOp::kRename, ".model.done.tmp.", 1, true, ""},
+      {"published", FsOp::kSyncDir, ".neffd", 1, true, ".model.done.tmp."},
   };
   return *points;
 }
@@ -35,7 +35,7 @@ absl::StatusOr<CrashPoint> FindCrashPoint(absl::string_view name) {
 }
 
 void CrashPointEnv::MaybeCrash(const FsCall& call, bool after) {
-  if (after != point_.after || call.op != point_.op ||
+  if (!armed_ || after != point_.after || call.op != point_.op ||
       !absl::StrContains(call.path, point_.path_contains)) {
     return;
   }
@@ -67,7 +67,11 @@ absl::Status CrashPointEnv::SyncDir(const std::string& dir) {
 absl::Status CrashPointEnv::Rename(const std::string& from,
                                    const std::string& to) {
   absl::Status s = EnvWrapper::Rename(from, to);
-  if (s.ok()) MaybeCrash({FsOp::kRename, from, to}, /*after=*/true);
+  if (!s.ok()) return s;
+  MaybeCrash({FsOp::kRename, from, to}, /*after=*/true);
+  if (!point_.armed_by.empty() && absl::StrContains(from, point_.armed_by)) {
+    armed_ = true;
+  }
   return s;
 }
 

@@ -7,25 +7,27 @@
 // restarts a plain daemon and checks that the entry is absent or whole.
 //
 // A point is one filesystem call of the publish sequence, matched by its
-// kind, a substring of its path and which matching call it is; the process
-// dies just before that call is made or just after it returned. The points,
-// in publish order:
+// kind, a substring of its path, which matching call it is, and optionally
+// only once a rename from a path holding `armed_by` has happened; the
+// process dies just before that call is made or just after it returned. The
+// points, in publish order (store/layout.h names the files):
 //
 //   temp_written   before the artifact's temp file is fsynced (the bytes
 //                  are verified: the daemon's S3 upload intent,
 //                  daemon/remote_tier/outbox.h, is durable by then)
 //   data_synced    after it was fsynced
-//   renamed        after it was renamed to model.neff
-//   dir_synced     after the entry directory was fsynced (the artifact's name)
+//   renamed        after it was renamed to {key}.neff
+//   dir_synced     after the shard directory was fsynced (the artifact's
+//                  name)
 //   done_written   before model.done's temp file is fsynced
 //   done_synced    after it was fsynced
 //   done_renamed   after it was renamed to model.done
-//   published      after the entry directory was fsynced again: durable, but
+//   published      after the records directory was fsynced: durable, but
 //                  the client has not been answered (nor the index written:
 //                  where the daemon used to queue the S3 upload)
 //
-// Only the store's artifact (model.neff) is covered: the tests publish neff
-// entries. Nothing in a production binary uses this file.
+// Only the NEFF store's artifact ({key}.neff) is covered: the tests publish
+// neff entries. Nothing in a production binary uses this file.
 //
 // Thread-safe.
 #ifndef NEFFD_STORE_TESTING_CRASH_POINT_ENV_H_
@@ -47,6 +49,8 @@ struct CrashPoint {
   std::string path_contains;
   int nth = 1;        // which matching call (1: the first)
   bool after = true;  // after the call returned; else before it is made
+  // If set, calls count only after a rename whose source path holds this.
+  std::string armed_by;
 };
 
 // Every point, in the order a publish passes them.
@@ -73,6 +77,7 @@ class CrashPointEnv : public EnvWrapper {
   void MaybeCrash(const FsCall& call, bool after);
 
   const CrashPoint point_;
+  std::atomic<bool> armed_{point_.armed_by.empty()};
   std::atomic<int> seen_{0};
 };
 

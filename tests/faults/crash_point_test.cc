@@ -3,8 +3,9 @@
 // (store/testing/crash_point_env.h: temp written, data synced, renamed,
 // directory synced, done written, done synced, done renamed, published).
 // After a restart of the plain daemon the entry is a miss if the daemon died
-// before model.done's rename, and whole (its bytes on the store are the
-// published bytes) from then on; never anything else. A missed key is then
+// before the artifact's rename, and whole (its bytes on the store are the
+// published bytes, verified before the rename) from then on, adopted if its
+// model.done is missing; never anything else. A missed key is then
 // published afresh and is a hit; `neffctl gc` sweeps the temp files the
 // crash left, and the entry stays a hit.
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include "store/testing/crash_point_env.h"
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -32,13 +34,16 @@ std::string RandomBytes(size_t size, uint32_t seed) {
   return bytes;
 }
 
-// Names under `dir` that a publish writes before it is complete.
-std::vector<std::string> TempFiles(const std::string& dir) {
+// Names beside the entry's artifact and in its records that a publish
+// writes before it is complete.
+std::vector<std::string> TempFiles(const EntryFiles& files) {
   std::vector<std::string> found;
-  if (!fs::exists(dir)) return found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (absl::StrContains(name, ".tmp.")) found.push_back(name);
+  for (const std::string& dir : {files.shard, files.records}) {
+    if (!fs::exists(dir)) continue;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (absl::StrContains(name, ".tmp.")) found.push_back(name);
+    }
   }
   return found;
 }
@@ -51,12 +56,13 @@ TEST_P(CrashPointTest, AfterRestartTheEntryIsAbsentOrWhole) {
   const auto position =
       std::find_if(points.begin(), points.end(),
                    [&](const CrashPoint& p) { return p.name == point.name; });
-  // model.done's rename is the commit: a process crash after it keeps the
-  // entry (the page cache survives), one before it leaves none.
+  // The artifact's rename is the commit: its bytes were verified before it,
+  // so a process crash after it keeps the entry (the page cache survives;
+  // a lookup records what model.done does not), one before it leaves none.
   const bool committed =
       position - points.begin() >=
       std::find_if(points.begin(), points.end(), [](const CrashPoint& p) {
-        return p.name == "done_renamed";
+        return p.name == "renamed";
       }) - points.begin();
   const std::string root = NewTempDir("crash_" + point.name);
   DaemonProcess crashing(root, {"--lease_ttl=3"},
@@ -81,15 +87,14 @@ TEST_P(CrashPointTest, AfterRestartTheEntryIsAbsentOrWhole) {
   restarted.set_binary("daemon/neffd");
   ASSERT_TRUE(restarted.Start()) << restarted.process().Stderr();
   auto stub = restarted.NewStub();
-  const std::string entry_dir =
-      crashing.neff_dir() + "/neuronxcc-1.0/MODULE_torn";
+  const EntryFiles files = FilesOf(crashing.neff_dir(), "torn");
   v1::LookupResponse::Result result;
   const std::string served = LookupContent(*stub, "torn", &result);
   std::string expected = content;
   if (committed) {
     EXPECT_EQ(result, v1::LookupResponse::HIT);
     EXPECT_TRUE(served == content) << "served bytes differ";
-    EXPECT_TRUE(ReadFile(entry_dir + "/model.neff") == content)
+    EXPECT_TRUE(ReadFile(files.artifact) == content)
         << "the store's bytes differ";
   } else {
     EXPECT_EQ(result, v1::LookupResponse::MISS);
@@ -98,14 +103,14 @@ TEST_P(CrashPointTest, AfterRestartTheEntryIsAbsentOrWhole) {
     const std::string again = RandomBytes(1 << 20, 81);
     ASSERT_TRUE(PublishStaged(*stub, GrantLease(*stub, "torn"), again).ok());
     EXPECT_TRUE(LookupContent(*stub, "torn") == again);
-    EXPECT_TRUE(ReadFile(entry_dir + "/model.neff") == again);
+    EXPECT_TRUE(ReadFile(files.artifact) == again);
     expected = again;
   }
-  const size_t left = TempFiles(entry_dir).size();
+  const size_t left = TempFiles(files).size();
   EXPECT_TRUE(WaitUntil(
       [&] {
         return RunNeffctl(restarted, {"gc"}).exit_code == 0 &&
-               TempFiles(entry_dir).empty();
+               TempFiles(files).empty();
       },
       absl::Seconds(10)))
       << "temp files left by the crash were not swept";

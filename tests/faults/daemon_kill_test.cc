@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 #include "tests/rank_fleet.h"
 
 namespace neffd::test_support {
@@ -103,8 +104,8 @@ TEST(DaemonKillTest, RanksFinishNothingTornEveryReadEntryStaysAHit) {
       grpc::ClientContext context;
       // Not the sha256 the index reports: the bytes the rank is handed,
       // and the store's own copy, hashed here.
-      const std::string stored = absl::StrCat(
-          root, "/neff/neuronxcc-2.19.1/MODULE_", key, "/model.neff");
+      const std::string stored =
+          FilesOf(absl::StrCat(root, "/neff"), key).artifact;
       if (stub->Lookup(&context, request, &response).ok() &&
           response.result() == v1::LookupResponse::HIT &&
           response.entry().sha256() == sha &&

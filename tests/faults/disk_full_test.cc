@@ -10,11 +10,13 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "store/lock_paths.h"
 #include "tests/faults/wire.h"
 #include "tests/harness/process.h"
+#include "tests/harness/store_files.h"
 
 namespace neffd::test_support {
 namespace {
@@ -28,15 +30,16 @@ uint64_t FreeBytes(const std::string& dir) {
              : 0;
 }
 
-// Regular files under `dir` whose name is neither model.neff nor model.done
-// nor a lock: temp files a failed publish could leave behind.
+// Regular files under `dir` that are neither an artifact ({key}.neff) nor
+// model.done nor a lock: temp files a failed publish could leave behind.
 std::vector<std::string> StrayFiles(const std::string& dir) {
   std::vector<std::string> stray;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (!e.is_regular_file()) continue;
     const std::string name = e.path().filename().string();
-    if (name != "model.neff" && name != "model.done" &&
-        name != kLeaseFileName && name.find(".lock") == std::string::npos) {
+    const bool artifact = name[0] != '.' && absl::EndsWith(name, ".neff");
+    if (!artifact && name != "model.done" && name != kLeaseFileName &&
+        name.find(".lock") == std::string::npos) {
       stray.push_back(e.path().string());
     }
   }
@@ -84,8 +87,8 @@ TEST_F(DiskFullTest, PublishFailsCleanlyAndRecoversWhenSpaceReturns) {
       << full.error_message();
   EXPECT_FALSE(full.error_message().empty());
   EXPECT_FALSE(fs::exists(big_lease.staging_dir() + "/big.neff"));
-  EXPECT_FALSE(fs::exists(store_ + "/neuronxcc-1.0/MODULE_big/model.neff"));
-  EXPECT_FALSE(fs::exists(store_ + "/neuronxcc-1.0/MODULE_big/model.done"));
+  EXPECT_FALSE(fs::exists(FilesOf(store_, "big").artifact));
+  EXPECT_FALSE(fs::exists(FilesOf(store_, "big").done));
   EXPECT_EQ(StrayFiles(store_), std::vector<std::string>{});
   // Nothing of the 6 MiB leaked (the lease file and entry dir stay).
   EXPECT_GE(FreeBytes(store_) + (64 << 10), free_before);

@@ -73,9 +73,8 @@ class OutboxCrashTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(neff.ok()) << neff.status();
     EXPECT_TRUE(*neff == bytes) << "S3's model.neff differs";
     EXPECT_TRUE(s3.Get(ObjectName(key, "model.done")).ok());
-    const int artifact =
-        RequestAt(*s3_, "PUT", "/MODULE_" + key + "/model.neff");
-    const int done = RequestAt(*s3_, "PUT", "/MODULE_" + key + "/model.done");
+    const int artifact = RequestAt(*s3_, "PUT", ObjectName(key, "model.neff"));
+    const int done = RequestAt(*s3_, "PUT", ObjectName(key, "model.done"));
     EXPECT_GE(artifact, 0);
     EXPECT_GT(done, artifact) << "model.done must be the last object";
   }
@@ -86,7 +85,8 @@ class OutboxCrashTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(OutboxCrashTest, EveryEntryPublishedBeforeTheCrashIsUploaded) {
   const std::string point = GetParam();
-  // Past model.done's rename the entry is whole on the store.
+  // Past the artifact's verification the upload intent is durable, and
+  // past its rename the entry is whole on the store.
   const bool committed = point != "temp_written";
   std::vector<std::string> env = S3Env();
   env.push_back("NEFFD_TEST_CRASH_AT=" + point);
@@ -187,7 +187,7 @@ TEST_F(RefusedPublishTest, LeavesNoRowAndUploadsNothing) {
   ASSERT_EQ(UploadedAll(daemon, *s3_, 1), absl::OkStatus())
       << daemon.process().Stderr();
   ExpectInS3("good", NeffBytes("good"));
-  EXPECT_EQ(RequestsNaming(*s3_, "MODULE_refused/model.neff"), 0)
+  EXPECT_EQ(RequestsNaming(*s3_, ObjectName("refused", "model.neff") + " "), 0)
       << absl::StrJoin(s3_->RequestLog(), "\n");
   EXPECT_EQ(CountWrites(*s3_), 2) << absl::StrJoin(s3_->RequestLog(), "\n");
 

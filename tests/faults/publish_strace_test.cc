@@ -1,9 +1,10 @@
 // PUBLISHED means durable, as the kernel sees it (issue 18, part 3): a real
 // neffd is traced with `strace -f -yy` (attached by pid) during one staged
 // publish. The trace shows the artifact's data fsynced, then its rename to
-// model.neff, model.done's data fsynced, its rename, and the entry
-// directory fsynced, and no byte sent on the unix socket between the first
-// of those syncs and the last: the PUBLISHED response goes out after them.
+// {key}.neff, the shard directory fsynced, model.done's data fsynced, its
+// rename, and the records directory fsynced, and no byte sent on the unix
+// socket between the first of those syncs and the last: the PUBLISHED
+// response goes out after them.
 #include <signal.h>
 
 #include <map>
@@ -107,35 +108,41 @@ TEST(PublishStraceTest, DataDoneAndDirectorySyncedBeforePublishedIsSent) {
     return found;
   };
   const Call* data_synced = find([](const Call& c) {
-    return IsSync(c) &&
-           absl::StrContains(c.text, "MODULE_synced/.model.neff.tmp.");
+    return IsSync(c) && absl::StrContains(c.text, "sy/nc/.synced.neff.tmp.");
   });
   const Call* artifact_renamed = find([](const Call& c) {
     return absl::StrContains(c.text, "rename") &&
-           absl::StrContains(c.text, "MODULE_synced/model.neff\"");
+           absl::StrContains(c.text, "sy/nc/synced.neff\"");
+  });
+  const Call* shard_synced = find([](const Call& c) {
+    return IsSync(c) && absl::StrContains(c.text, "/sy/nc>)");
   });
   const Call* done_synced = find([](const Call& c) {
     return IsSync(c) &&
-           absl::StrContains(c.text, "MODULE_synced/.model.done.tmp.");
+           absl::StrContains(c.text, "synced.neffd/.model.done.tmp.");
   });
   const Call* done_renamed = find([](const Call& c) {
     return absl::StrContains(c.text, "rename") &&
-           absl::StrContains(c.text, "MODULE_synced/model.done\"");
+           absl::StrContains(c.text, "synced.neffd/model.done\"");
   });
   const Call* dir_synced = find(
       [](const Call& c) {
-        return IsSync(c) && absl::StrContains(c.text, "MODULE_synced>)");
+        return IsSync(c) && absl::StrContains(c.text, "synced.neffd>)");
       },
       /*last=*/true);
   const std::string log = ReadFile(trace);
   ASSERT_NE(data_synced, nullptr) << log;
   ASSERT_NE(artifact_renamed, nullptr) << log;
+  ASSERT_NE(shard_synced, nullptr) << log;
   ASSERT_NE(done_synced, nullptr) << log;
   ASSERT_NE(done_renamed, nullptr) << log;
   ASSERT_NE(dir_synced, nullptr) << log;
   EXPECT_LT(data_synced->returned, artifact_renamed->started);
   EXPECT_LT(artifact_renamed->returned, done_synced->started);
   EXPECT_LT(done_synced->returned, done_renamed->started);
+  // The artifact's name is durable before model.done may name it.
+  EXPECT_LT(artifact_renamed->returned, shard_synced->started);
+  EXPECT_LT(shard_synced->returned, done_renamed->started);
   EXPECT_LT(done_renamed->returned, dir_synced->started);
 
   // Nothing goes out on the socket while the entry is being made durable,

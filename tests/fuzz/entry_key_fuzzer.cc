@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "store/entry_id.h"
+#include "store/layout.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view text(reinterpret_cast<const char*>(data), size);
@@ -18,12 +19,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<neffd::EntryKey> key =
       neffd::EntryKey::Parse(parts[0], parts[1], parts[2]);
   if (!key.ok()) return 0;
-  const std::string dir = key->RelativeDir();
-  for (absl::string_view part : absl::StrSplit(dir, '/')) {
-    if (part.empty() || part == "." || part == "..") std::abort();
+  for (const std::string& path : {neffd::ArtifactRelPath(key->ns(), key->key()),
+                                  neffd::RecordsRelDir(key->key())}) {
+    for (absl::string_view part : absl::StrSplit(path, '/')) {
+      if (part.empty() || part == "." || part == "..") std::abort();
+    }
+    if (path.find('\0') != std::string::npos || path[0] == '/') std::abort();
+    if (std::count(path.begin(), path.end(), '/') != 2) std::abort();
   }
-  if (dir.find('\0') != std::string::npos || dir[0] == '/') std::abort();
-  if (std::count(dir.begin(), dir.end(), '/') != 1) std::abort();
   absl::StatusOr<neffd::EntryKey> again =
       neffd::EntryKey::FromCanonical(key->Canonical());
   if (!again.ok() || !(*again == *key)) std::abort();

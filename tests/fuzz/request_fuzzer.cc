@@ -8,13 +8,14 @@
 #include <string>
 
 #include "daemon/service/request_validation.h"
+#include "store/layout.h"
 
 namespace {
 
 constexpr char kStaging[] = "/run/neffd/staging";
 
 void CheckKey(const neffd::EntryKey& key) {
-  const std::string dir = key.RelativeDir();
+  const std::string dir = neffd::ArtifactRelPath(key.ns(), key.key());
   if (dir.find("..") == 0 || dir.find("/../") != std::string::npos ||
       dir.find('\0') != std::string::npos) {
     std::abort();

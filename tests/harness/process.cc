@@ -63,6 +63,25 @@ std::vector<std::string> SanitizerPreloadEnv() {
                        asan != nullptr ? ":" : "", "detect_leaks=0")};
 }
 
+std::vector<std::string> NeffclientPythonEnv(bool portable) {
+  auto dir = [](const std::string& runfile) {
+    const std::string path = Runfile(runfile);
+    return path.substr(0, path.rfind('/'));
+  };
+  std::vector<std::string> env;
+  if (portable) {
+    env.push_back("PYTHONPATH=" + dir("client/python/portable/neffclient.py"));
+    env.push_back("NEFFCLIENT_LIBRARY=" +
+                  Runfile("client/shared/libneffclient.so"));
+  } else {
+    env.push_back(
+        "PYTHONPATH=" +
+        dir("client/python/neffclient.cpython-311-x86_64-linux-gnu.so"));
+  }
+  for (std::string& e : SanitizerPreloadEnv()) env.push_back(std::move(e));
+  return env;
+}
+
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {

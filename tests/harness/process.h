@@ -37,6 +37,12 @@ void WriteFile(const std::string& path, const std::string& content);
 // interpreter's allocations live until exit). Empty in a plain build.
 std::vector<std::string> SanitizerPreloadEnv();
 
+// Environment entries with which a Python process can `import neffclient`:
+// the portable ctypes module over libneffclient.so when `portable`, else the
+// pybind11 extension (the test's data must hold them), plus
+// SanitizerPreloadEnv().
+std::vector<std::string> NeffclientPythonEnv(bool portable);
+
 // "Wait until X": polls `condition` every 10 ms until it holds (true) or
 // `timeout` has passed (false). Never a bare sleep standing for X.
 bool WaitUntil(const std::function<bool()>& condition,

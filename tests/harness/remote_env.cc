@@ -12,6 +12,7 @@
 #include "proto/neffd/v1/records.pb.h"
 #include "store/digest.h"
 #include "store/done_record.h"
+#include "store/layout.h"
 
 namespace neffd::test_support {
 
@@ -42,8 +43,10 @@ v1::EntryId NeffId(const std::string& key) {
 }
 
 std::string ObjectName(const std::string& key, const std::string& file) {
-  return absl::StrCat(kRemotePrefix, "/neuronxcc-", kCompilerVersion,
-                      "/MODULE_", key, "/", file);
+  return absl::StrCat(kRemotePrefix, "/",
+                      file == "model.neff"
+                          ? ArtifactRelPath(Namespace::kNeff, key)
+                          : absl::StrCat(RecordsRelDir(key), "/", file));
 }
 
 v1::Stats StatsOf(const DaemonProcess& daemon) {

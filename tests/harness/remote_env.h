@@ -39,7 +39,8 @@ std::vector<std::string> S3Env();
 std::vector<std::string> S3EnvWithoutKeys();
 
 v1::EntryId NeffId(const std::string& key);
-// "PREFIX/neuronxcc-V/MODULE_KEY/model.neff" (or model.done).
+// "PREFIX/{k0k1}/{k2k3}/KEY.neff" for "model.neff", else
+// "PREFIX/{k0k1}/{k2k3}/KEY.neffd/FILE" (model.done, compile_flags.json).
 std::string ObjectName(const std::string& key, const std::string& file);
 
 v1::Stats StatsOf(const DaemonProcess& daemon);

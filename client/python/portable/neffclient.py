@@ -12,6 +12,13 @@ PyPy alike. Its API is the pybind11 module's (client/python/neffclient_module.cc
     neffclient.memory_stats()                # the allocator's statistics
     neffclient.torchneuron_key(base_key, ir_bytes)  # TorchNeuron's 32-hex key
 
+    # TorchNeuron's persistent cache and compile lock (client/torchneuron_cache.h)
+    cache = neffclient.TorchNeuronCache("2.19.8089.0")
+    if cache.get(key) is None:                  # bytes or None
+        with cache.acquire_lock(key):           # LockTimeoutError at the timeout
+            if not cache.exists(key):
+                cache.put(key, compile_to_bytes())  # waiters wake to a hit
+
 compile_fn(path) writes the artifact to `path`. It reports a deterministic
 compiler error by raising neffclient.CompileError(log): the failure is
 recorded and get_or_compile raises neffclient.CompileFailedError (with .log,
@@ -29,8 +36,9 @@ import os
 
 __all__ = [
     "Client", "SegmentPool", "Error", "CancelledError", "CompileFailedError",
-    "CompileError", "derive_key", "torchneuron_key", "default_pool",
-    "memory_stats",
+    "CompileError", "LockTimeoutError", "TorchNeuronCache",
+    "TorchNeuronCompileLock", "derive_key", "torchneuron_key",
+    "default_pool", "memory_stats",
 ]
 
 
@@ -59,6 +67,10 @@ class CompileFailedError(Error):
         self.workdir = workdir
 
 
+class LockTimeoutError(Error):
+    """A compile lock stayed held by another process for the whole timeout."""
+
+
 class CompileError(Exception):
     """Raise from compile_fn to report a deterministic compiler error."""
 
@@ -70,6 +82,7 @@ class CompileError(Exception):
 
 # neff_status and neff_compile_status (client/neffclient.h).
 _OK, _MISS, _INVALID, _COMPILE_FAILED, _CANCELLED = 0, 1, 2, 3, 4
+_LOCK_TIMEOUT = 6
 _COMPILE_OK, _COMPILE_ERROR, _COMPILE_CANCELLED = 0, 1, 2
 _KEY_SIZE = 65
 _TORCHNEURON_KEY_SIZE = 33
@@ -141,6 +154,19 @@ def _declare(lib):
         "neff_pool_memory_stats": (I, [P, PP]),
         "neff_pool_reset_peak_memory_stats": (None, [P]),
         "neff_client_attach_pool": (None, [P, P]),
+        "neff_torchneuron_cache_new": (I, [S, S, PP]),
+        "neff_torchneuron_cache_free": (None, [P]),
+        "neff_torchneuron_cache_exists": (I, [P, S]),
+        "neff_torchneuron_cache_get": (I, [P, S, PP,
+                                           ctypes.POINTER(ctypes.c_size_t)]),
+        "neff_torchneuron_cache_put": (I, [P, S, ctypes.c_char_p,
+                                           ctypes.c_size_t]),
+        "neff_torchneuron_cache_remove": (I, [P, S]),
+        "neff_torchneuron_cache_clear": (I, [P]),
+        "neff_torchneuron_cache_acquire_lock": (I, [P, S, ctypes.c_double,
+                                                    PP]),
+        "neff_torchneuron_lock_held": (I, [P]),
+        "neff_torchneuron_lock_release": (None, [P]),
         "neff_free": (None, [P]),
     }
     for name, (restype, argtypes) in signatures.items():
@@ -179,6 +205,8 @@ def _raise(status):
         raise ValueError(message)
     if status == _CANCELLED:
         raise CancelledError(message)
+    if status == _LOCK_TIMEOUT:
+        raise LockTimeoutError(message)
     if status == _COMPILE_FAILED:
         log = _text(_lib.neff_last_failure_log())
         retry_ms = _lib.neff_last_failure_retry_after_ms()
@@ -326,6 +354,94 @@ class Client:
         if getattr(self, "_handle", None) and not getattr(
                 self, "_immortal", False) and _lib is not None:
             _lib.neff_client_free(self._handle)
+
+
+class TorchNeuronCompileLock:
+    """The compile lock of one key (TorchNeuronCache.acquire_lock); a
+    context manager that releases it."""
+
+    def __init__(self, cache, key, handle):
+        self._cache = cache  # the lock must not outlive its cache
+        self.key = key
+        self._handle = handle
+
+    @property
+    def held(self):
+        """True until released; False from the start when the entry was
+        already cached (there was nothing to hold)."""
+        return bool(self._handle) and bool(
+            _lib.neff_torchneuron_lock_held(self._handle))
+
+    def release(self):
+        """Lets the next waiter have the key. Idempotent."""
+        handle, self._handle = self._handle, None
+        if handle:
+            _lib.neff_torchneuron_lock_release(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        if _lib is not None:
+            self.release()
+
+
+class TorchNeuronCache:
+    """TorchNeuron's persistent NEFF cache and compile lock over neffd
+    (client/torchneuron_cache.h): keys are TorchNeuron's 32-hex keys, and
+    every request carries `compiler_version`."""
+
+    def __init__(self, compiler_version, address=None):
+        handle = ctypes.c_void_p()
+        _check(_lib.neff_torchneuron_cache_new(
+            _encode(address), compiler_version.encode(),
+            ctypes.byref(handle)))
+        self._handle = handle.value
+
+    def exists(self, key):
+        return _check(_lib.neff_torchneuron_cache_exists(
+            self._handle, key.encode())) == _OK
+
+    def get(self, key):
+        """The entry's bytes, or None."""
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        status = _check(_lib.neff_torchneuron_cache_get(
+            self._handle, key.encode(), ctypes.byref(data),
+            ctypes.byref(size)))
+        if status == _MISS:
+            return None
+        try:
+            return ctypes.string_at(data.value, size.value)
+        finally:
+            _lib.neff_free(data.value)
+
+    def put(self, key, data):
+        data = _encode(data)
+        _check(_lib.neff_torchneuron_cache_put(self._handle, key.encode(),
+                                               data, len(data)))
+
+    def remove(self, key):
+        _check(_lib.neff_torchneuron_cache_remove(self._handle, key.encode()))
+
+    def clear(self):
+        _check(_lib.neff_torchneuron_cache_clear(self._handle))
+
+    def acquire_lock(self, key, timeout=None):
+        """Waits up to `timeout` seconds (None:
+        TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT) for the key's compile lock;
+        LockTimeoutError if another process held it throughout."""
+        handle = ctypes.c_void_p()
+        _check(_lib.neff_torchneuron_cache_acquire_lock(
+            self._handle, key.encode(), -1.0 if timeout is None else timeout,
+            ctypes.byref(handle)))
+        return TorchNeuronCompileLock(self, key, handle.value)
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and _lib is not None:
+            _lib.neff_torchneuron_cache_free(self._handle)
 
 
 _default = {}
