@@ -59,7 +59,7 @@ ABSL_FLAG(DurationFlag, gc_interval, DurationFlag{absl::Minutes(10)},
           "time between periodic gc runs (each sweeps both stores' "
           "leftovers)");
 ABSL_FLAG(DurationFlag, gc_temp_grace, DurationFlag{absl::Hours(1)},
-          "gc removes temp files of crashed publishes (.model.neff.tmp.*) "
+          "gc removes temp files of crashed publishes (.{key}.neff.tmp.*) "
           "older than this");
 ABSL_FLAG(DurationFlag, gc_quarantine_age, DurationFlag{absl::Hours(24 * 7)},
           "gc removes quarantined entries older than this");

@@ -82,9 +82,11 @@ absl::StatusOr<Store::Migration> Store::MigrateOldLayoutEntry(
     return s;
   }
   if (absl::Status s = env_.SyncDir(paths.artifact_dir); !s.ok()) return s;
-  // Find hashes the moved file and records it; the old record's producer
-  // and metadata are kept when its digest agrees.
-  absl::StatusOr<StoredEntry> found = Find(id);
+  // Find hashes the moved file; it records it only when there is no old
+  // record, whose producer and metadata are kept (written once, below) when
+  // its digest agrees.
+  absl::StatusOr<StoredEntry> found = Find(
+      id, old_done.has_value() ? OnDamage::kReport : OnDamage::kQuarantine);
   if (!found.ok()) return found.status();
   if (old_done.has_value()) {
     if (old_done->sha256() != found->entry.sha256() ||

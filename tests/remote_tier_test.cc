@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,37 @@ TEST_F(RemoteTierTest, CompiledOnOneClusterIsAHitOnAnotherWithOneDownload) {
   EXPECT_EQ(
       StatsOf(b.host(0)).upload_queue() + StatsOf(b.host(1)).upload_queue(),
       0u);
+}
+
+// Issue 27, item 3: what an unmodified TorchNeuron rank put (its artifact
+// alone, renamed in) is adopted on its first lookup and uploaded like any
+// entry; another cluster then gets it from S3 by its 32-hex key.
+TEST_F(RemoteTierTest, AnUnmodifiedRanksEntryIsUploadedOnceAdopted) {
+  Cluster a(root_ + "/a", RemoteFlags(*s3_));
+  Cluster b(root_ + "/b", RemoteFlags(*s3_));
+  a.AddHost("a0", S3Env());
+  b.AddHost("b0", S3Env());
+  const std::string key = "0123456789abcdef0123456789abcdef";
+  const std::string bytes = NeffBytes(key);
+  const std::string artifact = SharedArtifact(a, key);
+  std::filesystem::create_directories(
+      std::filesystem::path(artifact).parent_path());
+  WriteFile(artifact + ".tmp", bytes);
+  ASSERT_EQ(rename((artifact + ".tmp").c_str(), artifact.c_str()), 0);
+
+  CommandResult hit = Neffctl(a.host(0), {"lookup", "neff", key});
+  EXPECT_EQ(hit.exit_code, 0) << hit.out << hit.err;
+  ASSERT_EQ(UploadedAll(a.host(0), *s3_, 1), absl::OkStatus());
+  EXPECT_EQ(CountRequests(*s3_, "PUT", ObjectName(key, "model.neff")), 1);
+
+  v1::EntryId any_version = NeffId(key);
+  any_version.set_compiler_version("");
+  const v1::LockResponse answer = LockKey(b.host(0), any_version);
+  ASSERT_EQ(answer.outcome(), v1::LockResponse::READY)
+      << answer.ShortDebugString();
+  EXPECT_EQ(ReadFile(answer.entry().path()), bytes);
+  EXPECT_EQ(ReadFile(SharedArtifact(b, key)), bytes);
+  EXPECT_EQ(StatsOf(b.host(0)).hits_remote(), 1u);
 }
 
 TEST_F(RemoteTierTest, AlteredOrTruncatedObjectIsNeverServed) {
