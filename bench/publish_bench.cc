@@ -31,6 +31,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
+#include "bench/publish_small.h"
 #include "client/cache_client.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -42,6 +43,12 @@ ABSL_FLAG(int, runs, 5, "repetitions");
 ABSL_FLAG(std::string, workdir, "/tmp/neffd-publish-bench", "scratch dir");
 ABSL_FLAG(std::string, markdown, "", "also write the table here");
 ABSL_FLAG(std::string, data, "", "write gnuplot data here");
+ABSL_FLAG(int, small_kib, 0,
+          "instead of the large publish: a NEFF of this many KiB, published "
+          "--small_runs times (end to end, RPC alone, daemon CPU) beside a "
+          "hand-written durable write of the same bytes");
+ABSL_FLAG(int, small_runs, 200, "repetitions of the small publish");
+ABSL_FLAG(std::string, label, "", "names this build in the small table");
 
 namespace neffd {
 namespace {
@@ -229,6 +236,12 @@ int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string workdir = absl::GetFlag(FLAGS_workdir);
   bench::PrepareHarness(workdir);
+  if (absl::GetFlag(FLAGS_small_kib) > 0) {
+    return bench::RunSmallPublish(workdir, absl::GetFlag(FLAGS_small_kib),
+                                  absl::GetFlag(FLAGS_small_runs),
+                                  absl::GetFlag(FLAGS_label),
+                                  absl::GetFlag(FLAGS_markdown));
+  }
   const int mib = absl::GetFlag(FLAGS_mib);
   const uint64_t size = static_cast<uint64_t>(mib) << 20;
   const std::string master = workdir + "/master.neff";

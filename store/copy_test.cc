@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -75,6 +76,92 @@ TEST(CopyFileContentsTest, AnUnwritableTargetIsAnError) {
   ASSERT_FALSE(copied.ok());
   EXPECT_NE(copied.status().message().find("the input"), std::string::npos)
       << copied.status();
+}
+
+// Issue 30: a file this process hashed already is copied by the kernel and
+// not hashed again: CopyAndHash answers the remembered digest (here one
+// that is not the bytes', which proves nothing hashed them).
+TEST(CopyAndHashTest, ARememberedFileIsCopiedWithoutBeingHashedAgain) {
+  const std::string dir = NewTempDir("remembered");
+  const std::string content = Pattern(3 * 1024 * 1024 + 5);
+  std::ofstream(dir + "/in", std::ios::binary) << content;
+  UniqueFd in(open((dir + "/in").c_str(), O_RDONLY));
+  UniqueFd out(open((dir + "/out").c_str(), O_WRONLY | O_CREAT, 0644));
+  const std::string remembered(64, 'a');
+  RememberVerified(in.get(), {content.size(), remembered});
+  absl::StatusOr<CopyResult> copied = CopyAndHash(in.get(), out.get(), "in");
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(copied->size, content.size());
+  EXPECT_EQ(copied->sha256, remembered);
+  EXPECT_TRUE(ReadAll(dir + "/out") == content);
+  // Forgotten, it is hashed like any other file.
+  ForgetVerified(in.get());
+  ASSERT_EQ(lseek(in.get(), 0, SEEK_SET), 0);
+  UniqueFd again(open((dir + "/again").c_str(), O_WRONLY | O_CREAT, 0644));
+  copied = CopyAndHash(in.get(), again.get(), "in");
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(copied->sha256, Sha256Hex(content));
+}
+
+TEST(CopyAndHashTest, ARememberedFileThatChangedIsHashed) {
+  const std::string dir = NewTempDir("changed");
+  std::ofstream(dir + "/in", std::ios::binary) << "first bytes";
+  UniqueFd in(open((dir + "/in").c_str(), O_RDONLY));
+  RememberVerified(in.get(), {11, std::string(64, 'a')});
+  std::ofstream(dir + "/in", std::ios::binary | std::ios::app) << " and more";
+  UniqueFd out(open((dir + "/out").c_str(), O_WRONLY | O_CREAT, 0644));
+  absl::StatusOr<CopyResult> copied = CopyAndHash(in.get(), out.get(), "in");
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(copied->sha256, Sha256Hex("first bytes and more"));
+  EXPECT_EQ(ReadAll(dir + "/out"), "first bytes and more");
+  ForgetVerified(in.get());
+}
+
+int Threads() {
+  int n = 0;
+  for (const auto &entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// A copy of more than one chunk writes on a pooled thread: copies one after
+// another start no thread each, and copies at once each arrive whole.
+TEST(CopyAndHashTest, LargeCopiesReuseTheirWriterThreads) {
+  const std::string dir = NewTempDir("large");
+  const std::string content = Pattern(5 * 1024 * 1024 + 3);
+  std::ofstream(dir + "/in", std::ios::binary) << content;
+  int threads_after_first = 0;
+  for (int i = 0; i < 8; ++i) {
+    UniqueFd in(open((dir + "/in").c_str(), O_RDONLY));
+    const std::string out_path = absl::StrCat(dir, "/out", i);
+    UniqueFd out(open(out_path.c_str(), O_WRONLY | O_CREAT, 0644));
+    absl::StatusOr<CopyResult> copied = CopyAndHash(in.get(), out.get(), "in");
+    ASSERT_TRUE(copied.ok()) << copied.status();
+    EXPECT_EQ(copied->sha256, Sha256Hex(content));
+    EXPECT_TRUE(ReadAll(out_path) == content);
+    if (i == 0) threads_after_first = Threads();
+  }
+  EXPECT_EQ(Threads(), threads_after_first);
+  std::vector<std::thread> copies;
+  for (int t = 0; t < 3; ++t) {
+    copies.emplace_back([&, t] {
+      const std::string mine = content.substr(t);
+      const std::string in_path = absl::StrCat(dir, "/in", t);
+      std::ofstream(in_path, std::ios::binary) << mine;
+      UniqueFd in(open(in_path.c_str(), O_RDONLY));
+      const std::string out_path = absl::StrCat(dir, "/at_once", t);
+      UniqueFd out(open(out_path.c_str(), O_WRONLY | O_CREAT, 0644));
+      absl::StatusOr<CopyResult> copied =
+          CopyAndHash(in.get(), out.get(), "in");
+      ASSERT_TRUE(copied.ok()) << copied.status();
+      EXPECT_EQ(copied->sha256, Sha256Hex(mine));
+      EXPECT_TRUE(ReadAll(out_path) == mine);
+    });
+  }
+  for (std::thread &t : copies) t.join();
 }
 
 }  // namespace

@@ -7,7 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -66,6 +71,8 @@ namespace {
 constexpr size_t kChunk = 1 << 20;
 // Writeback window of a copy (a multiple of kChunk).
 constexpr off_t kWindow = 8 << 20;
+// Kept by RememberVerified.
+constexpr size_t kMaxVerified = 64;
 
 // Reads one chunk, retrying EINTR; 0 at EOF.
 absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
@@ -94,102 +101,256 @@ bool FitsInOneChunk(int fd) {
   return offset >= 0 && st.st_size - offset <= static_cast<off_t>(kChunk);
 }
 
-// Hands chunks from the reading (and hashing) thread to the writing one,
-// through a ring of kSlots buffers; each buffer is hashed and written from
-// the same bytes, so what was hashed is what was written.
-class WritePipeline {
+// Keeps the disk busy while a copy goes on: once `end` closes an 8 MiB
+// window, starts its writeback and waits for the one before it, so the
+// caller's fsync finds at most two windows left instead of the whole file,
+// and dirty memory stays bounded. Advisory; the fsync makes it durable.
+void WriteBehind(int fd, off_t end) {
+  if (end == 0 || end % kWindow != 0) return;
+  (void)sync_file_range(fd, end - kWindow, kWindow, SYNC_FILE_RANGE_WRITE);
+  if (end >= 2 * kWindow) {
+    (void)sync_file_range(fd, end - 2 * kWindow, kWindow,
+                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                              SYNC_FILE_RANGE_WAIT_AFTER);
+  }
+}
+
+// The identity RememberVerified keys on.
+struct Identity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const Identity &o) const {
+    return dev == o.dev && ino == o.ino && size == o.size &&
+           mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
+  }
+};
+
+std::optional<Identity> IdentityOfFd(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return Identity{st.st_dev, st.st_ino, st.st_size,
+                  int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
+                  int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec};
+}
+
+// What RememberVerified recorded, newest last.
+class VerifiedFiles {
  public:
-  static constexpr int kSlots = 4;
-
-  WritePipeline(int out_fd, absl::string_view what, Env *env)
-      : out_fd_(out_fd), what_(what), env_(env) {
-    for (auto &b : buffers_) b.reset(new char[kChunk]);
-    writer_ = std::thread([this] { WriteLoop(); });
+  static VerifiedFiles &Get() {
+    static VerifiedFiles *const files = new VerifiedFiles;
+    return *files;
   }
-  ~WritePipeline() { (void)Close(); }
-
-  // A free buffer to read into, or nullptr once the writer failed.
-  char *Acquire() {
+  void Remember(const Identity &id, const CopyResult &content) {
     absl::MutexLock lock(&mu_);
-    while (status_.ok() && filled_ - written_ >= kSlots) changed_.Wait(&mu_);
-    if (!status_.ok()) return nullptr;
-    return buffers_[filled_ % kSlots].get();
+    Erase(id.dev, id.ino);
+    if (files_.size() == kMaxVerified) files_.erase(files_.begin());
+    files_.push_back({id, content});
   }
-  // Queues the buffer from Acquire() holding `n` bytes.
-  void Submit(size_t n) {
+  void Forget(dev_t dev, ino_t ino) {
     absl::MutexLock lock(&mu_);
-    sizes_[filled_ % kSlots] = n;
-    ++filled_;
-    changed_.SignalAll();
+    Erase(dev, ino);
   }
-  // Waits until everything submitted is written; the first write error.
-  absl::Status Close() {
-    {
-      absl::MutexLock lock(&mu_);
-      closed_ = true;
-      changed_.SignalAll();
+  std::optional<CopyResult> Find(const Identity &id) {
+    absl::MutexLock lock(&mu_);
+    for (const auto &[known, content] : files_) {
+      if (known == id) return content;
     }
-    if (writer_.joinable()) writer_.join();
-    absl::MutexLock lock(&mu_);
-    return status_;
+    return std::nullopt;
   }
 
  private:
-  void WriteLoop() {
-    uint64_t offset = 0;
-    for (;;) {
-      size_t n = 0;
-      const char *data = nullptr;
-      {
-        absl::MutexLock lock(&mu_);
-        while (filled_ == written_ && !closed_) changed_.Wait(&mu_);
-        if (filled_ == written_) return;  // closed and drained
-        data = buffers_[written_ % kSlots].get();
-        n = sizes_[written_ % kSlots];
-      }
-      absl::Status s = env_->Write(out_fd_, what_, absl::string_view(data, n));
-      // Keep the disk busy while later chunks are read and hashed: start
-      // writeback of each 8 MiB window as it fills and wait for the one
-      // before it, so the caller's fsync finds at most two windows left
-      // instead of the whole file, and dirty memory stays bounded. Advisory;
-      // the fsync is what makes it durable.
-      const off_t end = static_cast<off_t>(offset + n);
-      if (s.ok() && end % kWindow == 0) {
-        (void)sync_file_range(out_fd_, end - kWindow, kWindow,
-                              SYNC_FILE_RANGE_WRITE);
-        if (end >= 2 * kWindow) {
-          (void)sync_file_range(out_fd_, end - 2 * kWindow, kWindow,
-                                SYNC_FILE_RANGE_WAIT_BEFORE |
-                                    SYNC_FILE_RANGE_WRITE |
-                                    SYNC_FILE_RANGE_WAIT_AFTER);
-        }
-      }
-      offset += n;
-      absl::MutexLock lock(&mu_);
-      ++written_;
-      changed_.SignalAll();
-      if (!s.ok()) {
-        status_ = s;
+  void Erase(dev_t dev, ino_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = files_.begin(); it != files_.end(); ++it) {
+      if (it->first.dev == dev && it->first.ino == ino) {
+        files_.erase(it);
         return;
       }
     }
   }
-
-  const int out_fd_;
-  const std::string what_;
-  Env *const env_;
-  std::unique_ptr<char[]> buffers_[kSlots];
   absl::Mutex mu_;
-  // Explicit waits, not Mutex::Await: absl evaluates an Await condition on
-  // whichever thread unlocks, reading the waiter's stack, which TSan (with
-  // Debian's uninstrumented absl) cannot see ordered.
-  absl::CondVar changed_;
-  size_t sizes_[kSlots] ABSL_GUARDED_BY(mu_) = {};
-  uint64_t filled_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::thread writer_;
+  std::vector<std::pair<Identity, CopyResult>> files_ ABSL_GUARDED_BY(mu_);
+};
+
+// Copies `size` bytes of a verified file from `in_fd`'s offset to `out_fd`,
+// in the kernel where it can, else through this thread's chunk; no hash.
+absl::Status CopyWithoutHash(int in_fd, int out_fd, uint64_t size,
+                             absl::string_view what, absl::string_view out_name,
+                             Env *env) {
+  uint64_t copied = 0;
+  bool kernel = true;
+  while (copied < size) {
+    // One window at a time, so that writeback starts behind the copy.
+    const size_t want = static_cast<size_t>(
+        std::min<uint64_t>(size - copied, kWindow - copied % kWindow));
+    size_t n = 0;
+    if (kernel) {
+      absl::StatusOr<size_t> k = env->CopyRange(in_fd, out_fd, out_name, want);
+      if (absl::IsUnimplemented(k.status())) {
+        kernel = false;  // e.g. the tier and FSx: read and write below
+        continue;
+      }
+      if (!k.ok()) return k.status();
+      n = *k;
+    } else {
+      char *buf = ThisThreadsChunk();
+      absl::StatusOr<size_t> r = ReadChunk(in_fd, buf, what);
+      if (!r.ok()) return r.status();
+      n = std::min<size_t>(*r, size - copied);
+      if (n > 0) {
+        if (absl::Status s =
+                env->Write(out_fd, out_name, absl::string_view(buf, n));
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+    if (n == 0) break;  // shorter than it was: the identity check says so
+    copied += n;
+    WriteBehind(out_fd, static_cast<off_t>(copied));
+  }
+  return absl::OkStatus();
+}
+
+// Threads that write a copy's chunks while its caller reads and hashes the
+// next ones: one more is started only when every one is busy, and each is
+// kept for the process's life, so a copy starts no thread once the
+// process has had as many copies at once before. Each thread keeps its
+// ring of buffers for its life too.
+class WriterPool {
+ public:
+  static WriterPool &Get() {
+    static WriterPool *const pool = new WriterPool;  // never destroyed
+    return *pool;
+  }
+  // Runs `job` on an idle writer thread (starting one if none is idle).
+  void Run(std::function<void()> job) {
+    absl::MutexLock lock(&mu_);
+    jobs_.push_back(std::move(job));
+    if (jobs_.size() > idle_) {
+      ++idle_;  // counted idle until it takes its first job
+      std::thread([this] { Loop(); }).detach();
+    }
+    wake_.Signal();
+  }
+
+ private:
+  void Loop() {
+    absl::MutexLock lock(&mu_);
+    for (;;) {
+      while (jobs_.empty()) wake_.Wait(&mu_);
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      --idle_;
+      mu_.Unlock();
+      job();
+      mu_.Lock();
+      ++idle_;
+    }
+  }
+
+  absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  // Threads waiting for a job.
+  size_t idle_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A ring of kSlots chunk buffers, one per thread that starts a pipelined
+// copy, allocated at its first and kept.
+constexpr int kSlots = 4;
+char *ThisThreadsRing(int slot) {
+  thread_local const std::unique_ptr<char[]> ring(new char[kSlots * kChunk]);
+  return ring.get() + static_cast<size_t>(slot) * kChunk;
+}
+
+// Hands chunks from the reading (and hashing) thread to a writer thread of
+// the pool, through the calling thread's ring of kSlots buffers; each
+// buffer is hashed and written from the same bytes, so what was hashed is
+// what was written. The state both threads use is shared, so whichever of
+// them is last to let go of it frees it.
+class WritePipeline {
+ public:
+  WritePipeline(int out_fd, absl::string_view what, Env *env)
+      : state_(std::make_shared<State>(out_fd, what, env)) {
+    WriterPool::Get().Run([state = state_] { state->WriteLoop(); });
+  }
+  ~WritePipeline() { (void)Close(); }
+
+  // A free buffer to read into, or nullptr once the writer failed.
+  char *Acquire() { return state_->Acquire(); }
+  // Queues the buffer from Acquire() holding `n` bytes.
+  void Submit(size_t n) { state_->Submit(n); }
+  // Waits until everything submitted is written; the first write error.
+  absl::Status Close() { return state_->Close(); }
+
+ private:
+  struct State {
+    State(int out_fd, absl::string_view what, Env *env)
+        : out_fd(out_fd), what(what), env(env) {}
+
+    char *Acquire() {
+      absl::MutexLock lock(&mu);
+      while (status.ok() && filled - written >= kSlots) changed.Wait(&mu);
+      if (!status.ok()) return nullptr;
+      return ThisThreadsRing(filled % kSlots);
+    }
+    void Submit(size_t n) {
+      absl::MutexLock lock(&mu);
+      slots[filled % kSlots] = {ThisThreadsRing(filled % kSlots), n};
+      ++filled;
+      changed.SignalAll();
+    }
+    absl::Status Close() {
+      absl::MutexLock lock(&mu);
+      closed = true;
+      changed.SignalAll();
+      while (!finished) changed.Wait(&mu);
+      return status;
+    }
+    void WriteLoop() {
+      uint64_t offset = 0;
+      for (;;) {
+        std::pair<const char *, size_t> slot;
+        {
+          absl::MutexLock lock(&mu);
+          while (filled == written && !closed) changed.Wait(&mu);
+          if (filled == written || !status.ok()) {  // closed and drained
+            finished = true;
+            changed.SignalAll();
+            return;
+          }
+          slot = slots[written % kSlots];
+        }
+        absl::Status s = env->Write(out_fd, what,
+                                    absl::string_view(slot.first, slot.second));
+        offset += slot.second;
+        if (s.ok()) WriteBehind(out_fd, static_cast<off_t>(offset));
+        absl::MutexLock lock(&mu);
+        ++written;
+        if (!s.ok()) status = s;
+        changed.SignalAll();
+      }
+    }
+
+    const int out_fd;
+    const std::string what;
+    Env *const env;
+    absl::Mutex mu;
+    // Explicit waits, not Mutex::Await: absl evaluates an Await condition on
+    // whichever thread unlocks, reading the waiter's stack, which TSan (with
+    // Debian's uninstrumented absl) cannot see ordered.
+    absl::CondVar changed;
+    std::pair<const char *, size_t> slots[kSlots] ABSL_GUARDED_BY(mu) = {};
+    uint64_t filled ABSL_GUARDED_BY(mu) = 0;
+    uint64_t written ABSL_GUARDED_BY(mu) = 0;
+    bool closed ABSL_GUARDED_BY(mu) = false;
+    bool finished ABSL_GUARDED_BY(mu) = false;  // the writer is done
+    absl::Status status ABSL_GUARDED_BY(mu);
+  };
+  const std::shared_ptr<State> state_;
 };
 
 absl::StatusOr<CopyResult> Finish(Sha256 &hash, CopyResult result) {
@@ -201,13 +362,44 @@ absl::StatusOr<CopyResult> Finish(Sha256 &hash, CopyResult result) {
 
 }  // namespace
 
+void RememberVerified(int fd, const CopyResult &content) {
+  if (std::optional<Identity> id = IdentityOfFd(fd)) {
+    VerifiedFiles::Get().Remember(*id, content);
+  }
+}
+
+void ForgetVerified(int fd) {
+  if (std::optional<Identity> id = IdentityOfFd(fd)) {
+    VerifiedFiles::Get().Forget(id->dev, id->ino);
+  }
+}
+
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what,
                                        const CopyOptions &options) {
-  // Advisory: a larger kernel readahead for a source read once, in order.
-  (void)posix_fadvise(in_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   const absl::string_view out_name =
       options.out_name.empty() ? what : options.out_name;
+  if (out_fd >= 0 && lseek(in_fd, 0, SEEK_CUR) == 0) {
+    // A file this process hashed already: the kernel copies it, and it is
+    // not read again.
+    const std::optional<Identity> before = IdentityOfFd(in_fd);
+    std::optional<CopyResult> known;
+    if (before.has_value()) known = VerifiedFiles::Get().Find(*before);
+    if (known.has_value()) {
+      if (absl::Status s = CopyWithoutHash(in_fd, out_fd, known->size, what,
+                                           out_name, options.env);
+          !s.ok()) {
+        return s;
+      }
+      if (!(IdentityOfFd(in_fd) == before)) {
+        return absl::UnavailableError(
+            absl::StrCat(what, " changed while it was copied; retry"));
+      }
+      return *known;
+    }
+  }
+  // Advisory: a larger kernel readahead for a source read once, in order.
+  (void)posix_fadvise(in_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   Sha256 hash;
   CopyResult result;
   if (out_fd < 0 || FitsInOneChunk(in_fd)) {
@@ -234,9 +426,9 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
     }
     return Finish(hash, result);
   }
-  // Copying more than a chunk: hashing and writing run on two threads, so a
-  // publish takes about as long as the slower of the two instead of their
-  // sum (and gets two threads' share of a busy machine).
+  // Copying more than a chunk: hashing and writing run on two threads (this
+  // one and a pooled writer), so a publish takes about as long as the slower
+  // of the two instead of their sum.
   WritePipeline pipeline(out_fd, out_name, options.env);
   for (;;) {
     char *buf = pipeline.Acquire();
@@ -269,17 +461,26 @@ absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
     if (n == 0) return copied;
     if (errno == EINTR) continue;
     // Not between these two files (another filesystem type, a pipe, an old
-    // kernel): copy through a buffer from where the kernel stopped.
+    // kernel): copy through this thread's buffer from where the kernel
+    // stopped.
     if (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
         errno == EOPNOTSUPP) {
       break;
     }
     return absl::ErrnoToStatus(errno, absl::StrCat("copying ", what));
   }
-  // Rare enough that CopyAndHash's buffered copy, hash and all, will do.
-  absl::StatusOr<CopyResult> rest = CopyAndHash(in_fd, out_fd, what);
-  if (!rest.ok()) return rest.status();
-  return copied + rest->size;
+  char *buf = ThisThreadsChunk();
+  for (;;) {
+    absl::StatusOr<size_t> n = ReadChunk(in_fd, buf, what);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return copied;
+    if (absl::Status s =
+            Env::Default()->Write(out_fd, what, absl::string_view(buf, *n));
+        !s.ok()) {
+      return s;
+    }
+    copied += *n;
+  }
 }
 
 }  // namespace neffd

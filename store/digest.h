@@ -9,6 +9,22 @@
 // CopyFileContents moves them without hashing, for copies the daemon
 // verifies anyway.
 //
+// What a copy costs is its bytes, not its set-up: no call allocates a buffer
+// or starts a thread. Each thread hashes through one chunk buffer of its own,
+// allocated at its first copy; a copy of more than one chunk hands its
+// writes to one of the process's writer threads, started when every one was
+// busy and kept for the process's life, through a ring of buffers likewise
+// kept.
+//
+// A file whose every byte this process has hashed (RememberVerified, keyed
+// by its identity: device, inode, size, mtime and ctime) is copied by the
+// kernel (Env::CopyRange: copy_file_range, a reflink where the filesystem
+// has them) and not hashed again: CopyAndHash returns the remembered digest
+// if the file still has that identity after the copy, and Unavailable if it
+// changed meanwhile. Only for files nobody else can write (the daemon's
+// tier copies): a writer sharing the daemon's uid could change one within
+// the filesystem's timestamp granularity unseen.
+//
 // Sha256 is thread-compatible; the functions are thread-safe.
 #ifndef NEFFD_STORE_DIGEST_H_
 #define NEFFD_STORE_DIGEST_H_
@@ -66,6 +82,13 @@ struct CopyOptions {
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what,
                                        const CopyOptions &options = {});
+
+// Records that the regular file open as `fd`, as it is now, holds `content`
+// (its size and sha256, which the caller computed from every byte of it).
+// The 64 most recent are kept. No-op if `fd` cannot be stat'ed.
+void RememberVerified(int fd, const CopyResult &content);
+// Forgets what RememberVerified recorded for the file open as `fd`.
+void ForgetVerified(int fd);
 
 // Copies everything from `in_fd`'s offset to its end onto `out_fd` without
 // hashing, inside the kernel where it can (copy_file_range); returns the

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -155,6 +156,23 @@ class PosixEnv : public Env {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<size_t> CopyRange(int in_fd, int out_fd,
+                                   absl::string_view name,
+                                   size_t length) override {
+    for (;;) {
+      const ssize_t n =
+          copy_file_range(in_fd, nullptr, out_fd, nullptr, length, 0);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno == EINTR) continue;
+      if (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
+          errno == EOPNOTSUPP || errno == EBADF) {
+        return absl::UnimplementedError(
+            absl::StrCat("copy_file_range to ", name, ": ", strerror(errno)));
+      }
+      return FsCallError({FsOp::kWrite, name}, errno);
+    }
+  }
+
   absl::Status Sync(int fd, absl::string_view name) override {
     return Check({FsOp::kSync, name}, [&] { return fsync(fd); });
   }
@@ -280,6 +298,13 @@ absl::Status EnvWrapper::Write(int fd, absl::string_view name,
                                absl::string_view data) {
   if (absl::Status s = BeforeCall({FsOp::kWrite, name}); !s.ok()) return s;
   return target_->Write(fd, name, data);
+}
+
+absl::StatusOr<size_t> EnvWrapper::CopyRange(int in_fd, int out_fd,
+                                             absl::string_view name,
+                                             size_t length) {
+  if (absl::Status s = BeforeCall({FsOp::kWrite, name}); !s.ok()) return s;
+  return target_->CopyRange(in_fd, out_fd, name, length);
 }
 
 absl::Status EnvWrapper::Sync(int fd, absl::string_view name) {

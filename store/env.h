@@ -17,7 +17,9 @@
 //    NotFound, EEXIST AlreadyExists, ENOSPC and EDQUOT ResourceExhausted.
 //  - EINTR is retried; nothing else is.
 //  - Data is read from plain descriptors (store/digest.h copies and hashes
-//    in bulk); it is written through Write, so a test can fail a write.
+//    in bulk); it is written through Write, or copied between descriptors
+//    inside the kernel through CopyRange (a write as wrappers see it:
+//    FsOp::kWrite), so a test can fail a write.
 //  - All methods are thread-safe.
 #ifndef NEFFD_STORE_ENV_H_
 #define NEFFD_STORE_ENV_H_
@@ -116,6 +118,15 @@ class Env {
   virtual absl::Status Write(int fd, absl::string_view name,
                              absl::string_view data) = 0;
   // fsync(2): the file's data and metadata reach the disk.
+  // Copies up to `length` bytes from `in_fd`'s offset to `out_fd`'s (`name`)
+  // inside the kernel (copy_file_range: a page-cache copy, or shared blocks
+  // where the filesystem can reflink) and advances both offsets; returns
+  // the bytes copied, 0 at the source's end. Unimplemented when the kernel
+  // cannot copy between these two files (another filesystem type, an old
+  // kernel): the caller then copies through a buffer and Write.
+  virtual absl::StatusOr<size_t> CopyRange(int in_fd, int out_fd,
+                                           absl::string_view name,
+                                           size_t length) = 0;
   virtual absl::Status Sync(int fd, absl::string_view name) = 0;
   // Makes the names in `dir` durable (open it, fsync it).
   virtual absl::Status SyncDir(const std::string &dir) = 0;
@@ -164,6 +175,9 @@ class EnvWrapper : public Env {
       const std::string &dir) override;
   absl::Status Write(int fd, absl::string_view name,
                      absl::string_view data) override;
+  absl::StatusOr<size_t> CopyRange(int in_fd, int out_fd,
+                                   absl::string_view name,
+                                   size_t length) override;
   absl::Status Sync(int fd, absl::string_view name) override;
   absl::Status SyncDir(const std::string &dir) override;
   absl::Status Touch(int fd, absl::string_view name) override;

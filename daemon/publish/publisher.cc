@@ -5,12 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/log/log.h"
+#include "store/digest.h"
 #include "store/file_util.h"
 
 namespace neffd {
@@ -115,10 +115,14 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
       return s;
     }
   }
-  bool adopted = false;
-  std::thread answering;
-  auto answer_waiters = [&] {
-    if (!TierServes(tier_, id)) return;
+  Store& store = catalog_->StoreFor(id);
+  // The tier's verified copy first, and this host's waiters answered with
+  // it, before the shared store is written; not when the store has the
+  // entry already (its bytes, not these, are the entry then).
+  absl::StatusOr<UniqueFd> ingested =
+      absl::FailedPreconditionError("no tier copy");
+  Answerer::Ticket answered;
+  if (TierServes(tier_, id) && !store.HasDoneRecord(id)) {
     v1::Entry local;
     *local.mutable_id() = id.ToProto();
     local.set_size(artifact.size);
@@ -127,39 +131,44 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
     local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.now()));
     local.mutable_metadata()->insert(artifact.metadata.begin(),
                                      artifact.metadata.end());
-    adopted = true;
-    if (!tier_->Adopt(id, local, artifact.staged_path, staged->get())) return;
-    // The moment the verified NEFF is in place under its served name, which
-    // bench/storm takes as the release in every protocol.
-    const absl::Time renamed = options_.now();
-    absl::StatusOr<v1::Entry> served = tier_->Get(id, local);
-    if (!served.ok()) return;
-    answering = std::thread([this, id, served = *std::move(served),
-                             lease_id = artifact.lease_id, started, renamed] {
-      const absl::Time released = options_.now();
-      const size_t waiters = locks_->AnswerWaiters(lease_id, served);
-      // When the entry was released to this host's waiters and how long
-      // answering them all took (bench/storm measures the lock handoff from
-      // `released_unix_us`).
-      log::Info("waiters_answered",
-                {{"entry", id.Canonical()},
-                 {"waiters", static_cast<uint64_t>(waiters)},
-                 {"since_publish_us",
-                  absl::ToInt64Microseconds(options_.now() - started)},
-                 {"released_unix_us", absl::ToUnixMicros(released)},
-                 {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
-    });
-  };
-  // The waiters first: they need not wait for the intent's synced write.
-  auto verified = [&] {
-    answer_waiters();
-    begin();
-  };
-  absl::StatusOr<PublishResult> result = catalog_->StoreFor(id).PublishFromFd(
-      id, staged->get(), artifact.size, artifact.sha256,
-      Producer{options_.host_id, 0}, artifact.metadata, verified);
-  if (answering.joinable()) answering.join();
-  if (!adopted) unlink(artifact.staged_path.c_str());
+    ingested = tier_->Ingest(id, local, artifact.staged_path, staged->get());
+    if (ingested.ok()) {
+      // The moment the verified NEFF is in place under its served name,
+      // which bench/storm takes as the release in every protocol.
+      const absl::Time renamed = options_.now();
+      absl::StatusOr<v1::Entry> served = tier_->Get(id, local);
+      if (served.ok()) {
+        answered =
+            answerer_.Run([this, id, served = *std::move(served),
+                           lease_id = artifact.lease_id, started, renamed] {
+              const absl::Time released = options_.now();
+              const size_t waiters = locks_->AnswerWaiters(lease_id, served);
+              // When the entry was released to this host's waiters and how
+              // long answering them all took (bench/storm measures the lock
+              // handoff from `released_unix_us`).
+              log::Info("waiters_answered",
+                        {{"entry", id.Canonical()},
+                         {"waiters", static_cast<uint64_t>(waiters)},
+                         {"since_publish_us",
+                          absl::ToInt64Microseconds(options_.now() - started)},
+                         {"released_unix_us", absl::ToUnixMicros(released)},
+                         {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
+            });
+      }
+    } else {
+      // The store reads the staged file itself, from its start, and says
+      // what is wrong with it (or that it has the entry already).
+      (void)lseek(staged->get(), 0, SEEK_SET);
+    }
+  }
+  const int source = ingested.ok() ? ingested->get() : staged->get();
+  absl::StatusOr<PublishResult> result = store.PublishFromFd(
+      id, source, artifact.size, artifact.sha256, Producer{options_.host_id, 0},
+      artifact.metadata, begin);
+  if (ingested.ok()) ForgetVerified(ingested->get());
+  answered.Wait();
+  // Not the tier's (or gone already): the daemon's to remove.
+  if (!ingested.ok()) unlink(artifact.staged_path.c_str());
   return result;
 }
 

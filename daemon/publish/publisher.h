@@ -13,12 +13,19 @@
 //   2. A staged file is used only if it is a regular file with a single link
 //      (not a symlink, not a hard link to a file the caller could not read)
 //      and of the announced size.
-//   3. The store copies and hashes it. As soon as the bytes have matched the
-//      announced sha256 (before the store's fsync), a neff entry's staged
-//      file becomes the tier's verified copy and the key's parked waiters are
-//      answered READY with it, on a thread of its own that runs while the
-//      store fsyncs and is joined before the lease ends: waiters do not wait
-//      for the shared store's durability; the publisher's answer does.
+//   3. A neff entry's staged file becomes the tier's verified copy first,
+//      in one pass over its bytes (LocalTier::Ingest: hashed in place and
+//      renamed, or, another user's, copied and hashed at once), unless the
+//      store has the entry already; as soon as it matched the announced
+//      size and sha256 the key's parked waiters are answered READY with it,
+//      on the publisher's answering thread (answerer.h), while the store
+//      copies the tier's file (in the kernel, not hashed again:
+//      store/digest.h RememberVerified) and fsyncs it; the answers are
+//      waited for before the lease ends. Waiters do not wait for the shared
+//      store's copy or durability; the publisher's answer does. Anything
+//      else (hlo entries, no tier, a staged file the tier refused) is
+//      copied and hashed by the store in one pass, as the store's own
+//      check of the bytes.
 //   4. On success the entry is recorded in the index (a failed index write
 //      is logged, not returned: the entry is on the store, the truth) and
 //      the lease ends with it (every waiter, including later ones, gets
@@ -29,10 +36,10 @@
 // by the tier or removed, whatever the outcome.
 //
 // A PublishIntent passed to Publish hears of the entry once the store has
-// verified the bytes and before it commits them (after this host's waiters
-// were handed the tier copy), and again when the publish ended: what must
-// follow every new entry (the S3 tier's upload outbox) is recorded before
-// the entry can exist, so no crash leaves the entry without the record,
+// its copy of the verified bytes and before it commits them (after this
+// host's waiters were handed the tier copy), and again when the publish ended:
+// what must follow every new entry (the S3 tier's upload outbox) is recorded
+// before the entry can exist, so no crash leaves the entry without the record,
 // and a publish refused or already cached records nothing.
 //
 // RecordFailure(id, lease_id, compiler_log): pins the lease while the failure
@@ -61,6 +68,7 @@
 #include "absl/time/time.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
+#include "daemon/publish/answerer.h"
 #include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/records.pb.h"
 #include "store/entry_id.h"
@@ -148,6 +156,7 @@ class Publisher {
   Catalog* const catalog_;
   LockTable* const locks_;
   LocalTier* const tier_;
+  Answerer answerer_;
 };
 
 }  // namespace neffd

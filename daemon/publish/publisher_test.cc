@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/index/index.h"
 #include "gtest/gtest.h"
 #include "store/digest.h"
@@ -142,6 +144,55 @@ TEST_F(PublisherTest, WaitersGetTheLocalCopyWhileTheLeaseIsStillPinned) {
   EXPECT_FALSE(locks_->Held(neff_id_));
   EXPECT_TRUE(Cached(neff_id_));
   EXPECT_FALSE(std::filesystem::exists(staged));  // adopted by the tier
+}
+
+// Issue 30: this host's waiters are answered once the bytes are verified
+// and in the tier, before the shared store's copy is even written. The
+// store's Env holds the artifact's write until the waiter has its answer
+// (the old order, copy then answer, would never get past it).
+class HoldsTheArtifactWrite : public EnvWrapper {
+ public:
+  HoldsTheArtifactWrite() : EnvWrapper(Env::Default()) {}
+  absl::Notification answered;
+  std::atomic<bool> answered_first{false};
+
+ protected:
+  absl::Status BeforeCall(const FsCall& call) override {
+    if (call.op == FsOp::kWrite &&
+        absl::StrContains(call.path, ".neff.tmp.")) {
+      answered_first =
+          answered.WaitForNotificationWithTimeout(absl::Seconds(20));
+    }
+    return absl::OkStatus();
+  }
+};
+
+TEST_F(PublisherTest, WaitersAreAnsweredBeforeTheSharedStoreIsWritten) {
+  HoldsTheArtifactWrite env;
+  StoreOptions store;
+  store.host_id = "this-host";
+  store.root = root_ + "/slow-neff";
+  store.env = &env;
+  std::unique_ptr<Store> neff = *Store::Open(store);
+  Catalog catalog(neff.get(), hlo_.get(), index_.get());
+  PublisherOptions options;
+  options.host_id = "this-host";
+  Publisher publisher(options, &catalog, locks_.get(), tier_.get());
+  const std::string bytes(128 << 10, 's');
+  const std::string lease = Lease(neff_id_);
+  locks_->Acquire(neff_id_, HolderInfo{"this-host", 200, 1}, /*wait=*/true,
+                  absl::Now() + absl::Seconds(30), [&env](LockEvent e) {
+                    EXPECT_EQ(e.outcome, LockOutcome::kReady);
+                    env.answered.Notify();
+                  });
+  absl::StatusOr<Published> published =
+      publisher.Publish(neff_id_, Staged(lease, Stage("s1", bytes), bytes));
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_TRUE(env.answered_first);
+  EXPECT_TRUE(env.answered.HasBeenNotified());
+  absl::StatusOr<StoredEntry> stored = neff->Find(neff_id_);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->entry.sha256(), Sha256Hex(bytes));
 }
 
 TEST_F(PublisherTest, WithoutTheLeaseNothingIsReadOrRemoved) {

@@ -303,9 +303,9 @@ absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry,
   return status;
 }
 
-bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
-                      const std::string& staged_path, int staged_fd) {
-  const std::string name = NameFor(id, entry.sha256());
+bool LocalTier::AdoptOwn(const std::string& name, const v1::Entry& entry,
+                         const std::string& staged_path, int staged_fd,
+                         const struct stat& verified) {
   const std::string path = absl::StrCat(options_.dir, "/", name);
   const std::string dir = path.substr(0, path.rfind('/'));
   // Renamed under a temporary name first: the rename goes by name while the
@@ -313,23 +313,8 @@ bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
   // with no other name may replace anything under `name`.
   const std::string tmp = absl::StrCat(
       dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "adopt"));
-  Arrival arrival(this, name);
   Env* const env = options_.env;
-  struct stat verified, renamed;
-  if (!env->Fstat(staged_fd, staged_path, &verified).ok()) {
-    (void)env->Unlink(staged_path);
-    return false;
-  }
-  if (verified.st_uid != geteuid()) {
-    // Another user's file, which its owner could rewrite or chmod later:
-    // the tier gets the daemon's own copy of the verified inode (through
-    // the fd, not the name, with a fresh offset), hashed as it is copied.
-    const bool copied =
-        Fill(name, entry, absl::StrCat("/proc/self/fd/", staged_fd)).ok();
-    (void)env->Unlink(staged_path);
-    if (copied) Admit(name, entry.size(), /*handed_out=*/true, true);
-    return copied;
-  }
+  struct stat renamed;
   if (!MakeGroupDirs(dir, kTierDirMode, env).ok() ||
       !env->Rename(staged_path, tmp).ok()) {
     (void)env->Unlink(staged_path);
@@ -344,6 +329,54 @@ bool LocalTier::Adopt(const EntryKey& id, const v1::Entry& entry,
   (void)env->Chmod(staged_fd, path, kTierFileMode);
   Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
   return true;
+}
+
+absl::StatusOr<UniqueFd> LocalTier::Ingest(const EntryKey& id,
+                                           const v1::Entry& entry,
+                                           const std::string& staged_path,
+                                           int staged_fd) {
+  const std::string name = NameFor(id, entry.sha256());
+  const std::string path = absl::StrCat(options_.dir, "/", name);
+  Arrival arrival(this, name);
+  Env* const env = options_.env;
+  struct stat verified;
+  if (absl::Status s = env->Fstat(staged_fd, staged_path, &verified); !s.ok()) {
+    return s;
+  }
+  if (verified.st_uid != geteuid()) {
+    // Another user's file: the tier's copy is the daemon's own, made from
+    // the verified inode (through the fd, with a fresh offset) and hashed
+    // as it is copied: one pass, and nobody else can write what was hashed.
+    absl::Status filled =
+        Fill(name, entry, absl::StrCat("/proc/self/fd/", staged_fd));
+    if (!filled.ok()) {
+      return absl::IsDataLoss(filled)
+                 ? absl::InvalidArgumentError(filled.message())
+                 : filled;
+    }
+    (void)env->Unlink(staged_path);
+    Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
+  } else {
+    // The daemon's own: hashed in place, then renamed into the tier.
+    absl::StatusOr<CopyResult> hashed = CopyAndHash(staged_fd, -1, staged_path);
+    if (!hashed.ok()) return hashed.status();
+    if (hashed->size != entry.size() || hashed->sha256 != entry.sha256()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          staged_path, " hashes to ", hashed->sha256, " (", hashed->size,
+          " bytes), not the entry's ", entry.sha256()));
+    }
+    if (!AdoptOwn(name, entry, staged_path, staged_fd, verified)) {
+      return absl::UnavailableError(
+          absl::StrCat("could not adopt ", staged_path, " into the tier"));
+    }
+  }
+  absl::StatusOr<UniqueFd> copy = env->Open(path, O_RDONLY | O_NOFOLLOW);
+  if (!copy.ok()) return copy.status();
+  CopyResult content;
+  content.size = entry.size();
+  content.sha256 = entry.sha256();
+  RememberVerified(copy->get(), content);
+  return copy;
 }
 
 void LocalTier::Remove(const EntryKey& id) {

@@ -79,17 +79,26 @@ class LocalTier {
   absl::StatusOr<v1::Entry> Get(const EntryKey& id, const v1::Entry& entry,
                                 bool* from_shared = nullptr);
 
-  // Moves a publish's staged file (already verified against `entry` by the
-  // store through `staged_fd`, and on the same local filesystem) into the
-  // tier, so the publisher's host never reads the entry back from the shared
-  // store. Only the very file the store read is adopted, and only while it
-  // has no other name: if the path now names another file (swapped after
-  // the store opened it) or the file has a second hard link (bytes someone
-  // could still change), nothing is adopted and the tier fills from the
-  // shared store on first use. Removes the staged file if it cannot be
-  // used; true if the tier now holds the copy.
-  bool Adopt(const EntryKey& id, const v1::Entry& entry,
-             const std::string& staged_path, int staged_fd);
+  // A publish's staged file (`staged_fd`, open on `staged_path`, not yet
+  // read) made the tier's verified copy of `entry` in one pass over its
+  // bytes, before the shared store has it, so the publisher's host never
+  // reads the entry back from the shared store: the daemon's own file is
+  // hashed in place and then renamed into the tier, and only the very file
+  // that was hashed, while it has no other name (if the path now names
+  // another file, swapped after it was opened, or the file has a second
+  // hard link, nothing is adopted); another user's is copied into a file
+  // of the daemon's, hashed as it is copied. Returns a read-only
+  // descriptor of the tier copy (offset 0), remembered as verified
+  // (store/digest.h RememberVerified) so that the store's copy of it is
+  // made by the kernel and not hashed again; the caller forgets it
+  // (ForgetVerified) once the store has its copy. Errors, and nothing is
+  // in the tier: InvalidArgument if the bytes do not match the entry's
+  // size and sha256 (the staged file is left for the caller), else the
+  // local disk's error (the staged file may be gone; `staged_fd` still
+  // reads it).
+  absl::StatusOr<UniqueFd> Ingest(const EntryKey& id, const v1::Entry& entry,
+                                  const std::string& staged_path,
+                                  int staged_fd);
 
   // Drops every local copy of `id`.
   void Remove(const EntryKey& id);
@@ -144,6 +153,12 @@ class LocalTier {
   bool Matches(const std::string& name, const v1::Entry& entry) const;
   v1::Entry Localized(const v1::Entry& entry, const std::string& name) const;
   void EvictOverCapacity() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Renames the daemon's own verified staged file (`verified`: its fstat
+  // when it was verified) into the tier as `name`, if it is still that
+  // inode with no other name; removes it otherwise.
+  bool AdoptOwn(const std::string& name, const v1::Entry& entry,
+                const std::string& staged_path, int staged_fd,
+                const struct stat& verified);
   // Admits the files under `rel` (relative to dir; "" for dir itself).
   void Scan(const std::string& rel);
 

@@ -152,7 +152,9 @@ TEST_F(LocalTierTest, ATierFileTornBeforeARestartIsRefilledNotServed) {
     auto tier = Open(1 << 20);
     const std::string staged = root_ + "/staged";
     UniqueFd fd = Stage(staged, "artifact bytes");
-    ASSERT_TRUE(tier->Adopt(id, shared, staged, fd.get()));
+    absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+    ASSERT_TRUE(copy.ok()) << copy.status();
+    ForgetVerified(copy->get());
     local = tier->Get(id, shared)->path();
   }
   std::ofstream(local, std::ios::binary) << std::string(14, '\0');
@@ -163,13 +165,15 @@ TEST_F(LocalTierTest, ATierFileTornBeforeARestartIsRefilledNotServed) {
   EXPECT_EQ(tier->filled_bytes(), 14u);  // refilled from the shared store
 }
 
-TEST_F(LocalTierTest, AdoptsAStagedFileAndRemovesEveryCopyOfAKey) {
+TEST_F(LocalTierTest, IngestsAStagedFileAndRemovesEveryCopyOfAKey) {
   auto tier = Open(1 << 20);
   EntryKey id = *EntryKey::Parse("neff", "1", "k");
   v1::Entry shared = Shared("k", "artifact bytes");
   const std::string staged = root_ + "/staged";
   UniqueFd fd = Stage(staged, "artifact bytes");
-  EXPECT_TRUE(tier->Adopt(id, shared, staged, fd.get()));
+  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ForgetVerified(copy->get());
   EXPECT_FALSE(fs::exists(staged));
   absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
   ASSERT_TRUE(got.ok());
@@ -189,7 +193,7 @@ TEST_F(LocalTierTest, RefusesAStagedFileSwappedAfterTheStoreOpenedIt) {
   // verified the first file through its fd.
   fs::remove(staged);
   std::ofstream(staged, std::ios::binary) << "forged! bytes!";
-  EXPECT_FALSE(tier->Adopt(id, shared, staged, verified.get()));
+  EXPECT_FALSE(tier->Ingest(id, shared, staged, verified.get()).ok());
   EXPECT_FALSE(fs::exists(staged));
   EXPECT_EQ(tier->used_bytes(), 0u);
   ExpectFilledFromTheStore(*tier, id, shared);
@@ -203,7 +207,7 @@ TEST_F(LocalTierTest, RefusesAStagedFileWithAnotherHardLink) {
   UniqueFd fd = Stage(staged, "artifact bytes");
   // A second name through which the bytes could change after the publish.
   fs::create_hard_link(staged, root_ + "/kept");
-  EXPECT_FALSE(tier->Adopt(id, shared, staged, fd.get()));
+  EXPECT_FALSE(tier->Ingest(id, shared, staged, fd.get()).ok());
   EXPECT_EQ(Read(root_ + "/kept"), "artifact bytes");
   EXPECT_NE(ExpectFilledFromTheStore(*tier, id, shared), root_ + "/kept");
 }
@@ -218,10 +222,9 @@ TEST_F(LocalTierTest, AnotherUsersStagedFileIsCopiedNotAdopted) {
   const std::string staged = root_ + "/staged";
   UniqueFd fd = Stage(staged, "artifact bytes");
   ASSERT_EQ(chown(staged.c_str(), 65534, 65534), 0);  // nobody
-  // The store read the fd to its end, as a publish does.
-  ASSERT_EQ(Read(staged), "artifact bytes");
-  ASSERT_EQ(lseek(fd.get(), 0, SEEK_END), 14);
-  EXPECT_TRUE(tier->Adopt(id, shared, staged, fd.get()));
+  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ForgetVerified(copy->get());
   EXPECT_FALSE(fs::exists(staged));
   absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
   ASSERT_TRUE(got.ok()) << got.status();
@@ -233,6 +236,58 @@ TEST_F(LocalTierTest, AnotherUsersStagedFileIsCopiedNotAdopted) {
   EXPECT_EQ(st.st_mode & 07777, 0440u);
   ASSERT_EQ(stat((root_ + "/tier").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 02750u);
+  // Forged bytes of another user's are refused, and leave nothing.
+  UniqueFd forged = Stage(staged, "forged! bytes!");
+  ASSERT_EQ(chown(staged.c_str(), 65534, 65534), 0);
+  EntryKey other = *EntryKey::Parse("neff", "1", "k2");
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      tier->Ingest(other, Shared("k2", "artifact bytes"), staged, forged.get())
+          .status()));
+  EXPECT_EQ(tier->used_bytes(), 14u);
+}
+
+// Issue 30: a publish's staged file becomes the tier's copy in one pass,
+// before the shared store has it, and the store's copy of it is not hashed
+// again (store/digest.h RememberVerified).
+TEST_F(LocalTierTest, IngestHashesTheDaemonsOwnStagedFileOnceAndAdoptsIt) {
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  const std::string staged = root_ + "/staged";
+  UniqueFd fd = Stage(staged, "artifact bytes");
+  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_FALSE(fs::exists(staged));
+  absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(Read(got->path()), "artifact bytes");
+  EXPECT_EQ(tier->filled_bytes(), 0u);
+  struct stat st;
+  ASSERT_EQ(stat(got->path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0440u);
+  // The returned descriptor reads the tier's copy from its start, and a
+  // copy of it is the remembered digest.
+  const std::string out_path = root_ + "/store-copy";
+  UniqueFd out(open(out_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  absl::StatusOr<CopyResult> copied =
+      CopyAndHash(copy->get(), out.get(), "tier copy");
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(copied->sha256, shared.sha256());
+  EXPECT_EQ(Read(out_path), "artifact bytes");
+  ForgetVerified(copy->get());
+}
+
+TEST_F(LocalTierTest, IngestRefusesBytesThatDoNotMatchAndKeepsNothing) {
+  auto tier = Open(1 << 20);
+  EntryKey id = *EntryKey::Parse("neff", "1", "k");
+  v1::Entry shared = Shared("k", "artifact bytes");
+  const std::string staged = root_ + "/staged";
+  UniqueFd fd = Stage(staged, "forged! bytes!");
+  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+  EXPECT_TRUE(absl::IsInvalidArgument(copy.status())) << copy.status();
+  EXPECT_TRUE(fs::exists(staged));  // the caller's to report and remove
+  EXPECT_EQ(tier->used_bytes(), 0u);
+  ExpectFilledFromTheStore(*tier, id, shared);
 }
 
 TEST_F(LocalTierTest, AFileChangedSinceItWasFilledIsHashedAgain) {
