@@ -67,6 +67,7 @@
 #include "client/daemon_channel.h"
 #include "client/file_lock.h"
 #include "client/metrics.h"
+#include "config/defaults.h"
 #include "config/env.h"
 
 namespace neffd {
@@ -98,14 +99,14 @@ struct CacheClientOptions {
   bool preserve_artifacts = false;   // ..._PRESERVE_COMPILATION_ARTIFACTS
   bool compile_only = false;         // TORCH_NEURONX_COMPILE_ONLY
   std::string platform_target;       // NEURON_PLATFORM_TARGET_OVERRIDE
-  absl::Duration lock_timeout = absl::Seconds(1200);  // ..._LOCK_TIMEOUT
+  absl::Duration lock_timeout = config::kLockTimeout;
   std::vector<std::string> metric_tables;  // ..._ENABLED_METRIC_TABLES
   std::string metrics_dir = "/tmp";        // TORCH_NEURONX_METRICS_DIR
   int64_t rank = 0;                        // RANK
   std::string host;                        // "" = gethostname()
   // How long a failure recorded in fallback mode is in force (the daemon's
   // --failed_ttl default).
-  absl::Duration failed_ttl = absl::Hours(1);
+  absl::Duration failed_ttl = config::kFailedTtl;
   Clock clock = RealClock();
   // Receives warnings; default: one line on stderr.
   std::function<void(const std::string &)> warn;

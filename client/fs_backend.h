@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/backend.h"
 #include "client/file_lock.h"
+#include "config/defaults.h"
 #include "store/store.h"
 
 namespace neffd {
@@ -36,7 +37,7 @@ struct FilesystemBackendOptions {
   std::string hlo_cache_dir;
   std::string local_dir;  // locks live in {local_dir}/locks
   std::string host;
-  absl::Duration failed_ttl = absl::Hours(1);
+  absl::Duration failed_ttl = config::kFailedTtl;
   Clock clock = RealClock();
 };
 

@@ -150,17 +150,22 @@ std::vector<std::string> CheckFlags(absl::Span<const std::string> args) {
   return errors;
 }
 
-std::string FlagsHelp(
-    absl::string_view directory,
-    const std::function<std::string(absl::string_view flag)>& environment) {
+std::vector<const absl::CommandLineFlag*> FlagsUnder(
+    absl::string_view directory) {
   std::vector<const absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (absl::StartsWith(flag->Filename(), directory)) flags.push_back(flag);
   }
   std::sort(flags.begin(), flags.end(),
             [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+  return flags;
+}
+
+std::string FlagsHelp(
+    absl::string_view directory,
+    const std::function<std::string(absl::string_view flag)>& environment) {
   std::string help;
-  for (const absl::CommandLineFlag* flag : flags) {
+  for (const absl::CommandLineFlag* flag : FlagsUnder(directory)) {
     const TypeWords words = WordsFor(*flag);
     std::string fallback = flag->DefaultValue();
     const std::string variable = environment(flag->Name());

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -58,6 +59,11 @@ bool AsksForHelp(absl::Span<const std::string> args);
 // would refuse, each naming the flag: `--NAME: "VALUE" is not a duration`,
 // `--NAME: no such flag`, `--NAME: needs a value`. Empty if all parse.
 std::vector<std::string> CheckFlags(absl::Span<const std::string> args);
+
+// Every flag defined in a file under `directory` (e.g. "daemon/"), sorted
+// by name: what --help lists and what GetConfig reports.
+std::vector<const absl::CommandLineFlag*> FlagsUnder(
+    absl::string_view directory);
 
 // The help of every flag defined in a file under `directory` (e.g.
 // "daemon/"), sorted by name:

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "config/defaults.h"
 #include "config/flags.h"
 #include "config/version.h"
 #include "daemon/log/log.h"
@@ -42,7 +44,7 @@ ABSL_FLAG(std::optional<DurationFlag>, lock_timeout, std::nullopt,
           "how long a Lock waits when the request gives no wait");
 ABSL_FLAG(DurationFlag, lease_ttl, DurationFlag{absl::Seconds(30)},
           "how long a lease lives without a KeepAlive");
-ABSL_FLAG(DurationFlag, failed_ttl, DurationFlag{absl::Hours(1)},
+ABSL_FLAG(DurationFlag, failed_ttl, DurationFlag{neffd::config::kFailedTtl},
           "how long a recorded compile failure is served before a retry");
 ABSL_FLAG(DurationFlag, shutdown_grace, DurationFlag{absl::Seconds(10)},
           "how long in-flight calls get to finish on SIGTERM");
@@ -58,18 +60,19 @@ ABSL_FLAG(uint64_t, max_cache_size, 0,
 ABSL_FLAG(DurationFlag, gc_interval, DurationFlag{absl::Minutes(10)},
           "time between periodic gc runs (each sweeps both stores' "
           "leftovers)");
-ABSL_FLAG(DurationFlag, gc_temp_grace, DurationFlag{absl::Hours(1)},
+ABSL_FLAG(DurationFlag, gc_temp_grace, DurationFlag{neffd::config::kTempGrace},
           "gc removes temp files of crashed publishes (.{key}.neff.tmp.*) "
           "older than this");
-ABSL_FLAG(DurationFlag, gc_quarantine_age, DurationFlag{absl::Hours(24 * 7)},
+ABSL_FLAG(DurationFlag, gc_quarantine_age,
+          DurationFlag{neffd::config::kQuarantineAge},
           "gc removes quarantined entries older than this");
-ABSL_FLAG(uint64_t, gc_quarantine_bytes, uint64_t{4} << 30,
+ABSL_FLAG(uint64_t, gc_quarantine_bytes, neffd::config::kQuarantineBytes,
           "gc keeps {cache_dir}/quarantine within this many bytes, oldest "
           "removed first (0: no size bound)");
-ABSL_FLAG(DurationFlag, gc_trash_age, DurationFlag{absl::Hours(1)},
+ABSL_FLAG(DurationFlag, gc_trash_age, DurationFlag{neffd::config::kTrashAge},
           "gc removes what removed entries left in {cache_dir}/.trash after "
           "this long");
-ABSL_FLAG(uint64_t, gc_trash_bytes, uint64_t{1} << 30,
+ABSL_FLAG(uint64_t, gc_trash_bytes, neffd::config::kTrashBytes,
           "gc keeps {cache_dir}/.trash within this many bytes, oldest removed "
           "first (0: no size bound)");
 ABSL_FLAG(DurationFlag, access_journal_grain, DurationFlag{absl::Minutes(10)},
@@ -95,7 +98,7 @@ ABSL_FLAG(std::optional<LogLevelFlag>, v, std::nullopt,
 ABSL_FLAG(std::string, env_file, "/etc/neffd/neffd.env",
           "re-read on SIGHUP for TORCH_NEURONX_LOG_LEVEL (systemd's "
           "EnvironmentFile)");
-ABSL_FLAG(uint64_t, max_entry_bytes, uint64_t{8} << 30,
+ABSL_FLAG(uint64_t, max_entry_bytes, neffd::config::kMaxEntryBytes,
           "largest entry a client may publish, in bytes");
 ABSL_FLAG(uint64_t, max_inline_bytes, uint64_t{16} << 20,
           "largest entry a client may publish inline (hlo), in bytes; at "
@@ -238,14 +241,13 @@ int LogLevelFromEnvFile(const std::string& path) {
   return level;
 }
 
-void AddSetting(v1::ConfigResponse* config, const std::string& name,
+void AddSetting(v1::ConfigResponse* config, const absl::CommandLineFlag& flag,
                 const std::string& value, const config::EnvSnapshot& env) {
   v1::ConfigValue* out = config->add_settings();
-  out->set_name(name);
+  out->set_name(std::string(flag.Name()));
   out->set_value(value);
-  const std::string variable = VariableOf(name);
-  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-  if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+  const std::string variable = VariableOf(flag.Name());
+  if (flag.CurrentValue() != flag.DefaultValue()) {
     out->set_origin("flag");
   } else if (!variable.empty() &&
              env.origin(variable) == config::Origin::kEnv) {
@@ -459,49 +461,30 @@ int Verbosity(const config::EnvSnapshot& env, bool reread_env_file) {
 v1::ConfigResponse DescribeConfig(const DaemonOptions& o,
                                   const config::EnvSnapshot& env,
                                   int verbosity) {
-  v1::ConfigResponse config;
-  const std::pair<std::string, std::string> rows[] = {
+  // What the daemon derived from a flag and the environment, where that is
+  // not the flag's parsed value; every other flag is reported as parsed, so
+  // a new ABSL_FLAG above shows up in GetConfig (and --help) by itself.
+  const std::map<std::string, std::string> derived = {
       {"address", o.address},
       {"admin_address", o.admin_address},
-      {"admin_group", o.admin_group},
       {"cache_dir", o.neff_cache_dir},
       {"hlo_cache_dir", o.hlo_cache_dir},
       {"local_dir", o.local_dir},
       {"index_dir", o.index_dir.empty() ? o.local_dir + "/index" : o.index_dir},
       {"lock_timeout", absl::FormatDuration(o.lock_timeout)},
-      {"lease_ttl", absl::FormatDuration(o.lease_ttl)},
-      {"failed_ttl", absl::FormatDuration(o.failed_ttl)},
-      {"shutdown_grace", absl::FormatDuration(o.shutdown_grace)},
-      {"poll_interval", absl::FormatDuration(o.poll_interval)},
-      {"shared_leases", o.shared_leases ? "true" : "false"},
-      {"gc_recent_seconds", absl::FormatDuration(o.gc_recent)},
-      {"max_cache_size", absl::StrCat(o.max_cache_size)},
-      {"gc_interval", absl::FormatDuration(o.gc_interval)},
-      {"gc_temp_grace", absl::FormatDuration(o.gc_temp_grace)},
-      {"gc_quarantine_age", absl::FormatDuration(o.gc_quarantine_age)},
-      {"gc_quarantine_bytes", absl::StrCat(o.gc_quarantine_bytes)},
-      {"gc_trash_age", absl::FormatDuration(o.gc_trash_age)},
-      {"gc_trash_bytes", absl::StrCat(o.gc_trash_bytes)},
-      {"access_journal_grain", absl::FormatDuration(o.access_journal_grain)},
-      {"access_journal_spacing",
-       absl::FormatDuration(o.access_journal_spacing)},
       {"host_id", o.host_id.empty() ? "(hostname)" : o.host_id},
-      {"socket_group", o.socket_group},
-      {"local_tier", o.local_tier ? "true" : "false"},
-      {"local_tier_bytes", absl::StrCat(o.local_tier_bytes)},
-      {"metrics_textfile", o.metrics_textfile},
-      {"metrics_interval", absl::FormatDuration(o.metrics_interval)},
-      {"max_leases_per_pid", absl::StrCat(o.max_leases_per_pid)},
-      {"staging_quota_per_uid", absl::StrCat(o.staging_quota_per_uid)},
-      {"max_lock_waiters", absl::StrCat(o.max_lock_waiters)},
-      {"max_rpc_threads", absl::StrCat(o.max_rpc_threads)},
       {"remote", o.remote.url},
       {"s3_endpoint", o.remote.endpoint},
       {"s3_region", o.remote.region},
       {"remote_mode", o.remote.read_only ? "ro" : "rw"},
       {"v", absl::StrCat(verbosity)},
   };
-  for (const auto& [name, value] : rows) AddSetting(&config, name, value, env);
+  v1::ConfigResponse config;
+  for (const absl::CommandLineFlag* flag : config::FlagsUnder("daemon/")) {
+    const auto it = derived.find(std::string(flag->Name()));
+    AddSetting(&config, *flag,
+               it != derived.end() ? it->second : flag->CurrentValue(), env);
+  }
   for (const config::VarSpec& spec : config::Variables()) {
     if ((spec.readers & config::kDaemon) == 0) continue;
     v1::ConfigValue* v = config.add_variables();

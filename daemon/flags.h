@@ -13,7 +13,8 @@
 //   - OptionsFromFlags() turns the parsed flags and the environment into
 //     DaemonOptions; a value its type accepts but the daemon does not (a
 //     zero lease TTL, a relative metrics path) is one error naming the flag.
-//   - DescribeConfig() is what GetConfig reports: each setting with where it
+//   - DescribeConfig() is what GetConfig reports: every flag --help lists
+//     (each ABSL_FLAG in daemon/, by the registry) with where its value
 //     came from (flag, env, default) and the variables the daemon reads.
 //
 // Not thread-safe: call from main before any thread starts, except

@@ -46,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "config/defaults.h"
 #include "proto/neffd/v1/records.pb.h"
 #include "store/counting_env.h"
 #include "store/entry_id.h"
@@ -69,7 +70,7 @@ struct StoreOptions {
   // what on a shared filesystem.
   std::string host_id;
   // How long a recorded compile failure is served before a retry.
-  absl::Duration failed_ttl = absl::Hours(1);
+  absl::Duration failed_ttl = config::kFailedTtl;
   // The filesystem and the clock; not owned. The store counts the calls it
   // makes through it (metadata_ops()).
   Env *env = Env::Default();

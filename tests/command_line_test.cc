@@ -3,15 +3,22 @@
 // flag and exit 2, durations are taken in both forms operators type, and
 // each binary's version is the VERSION file's.
 #include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "config/version.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "proto/neffd/v1/neffd.pb.h"
 #include "tests/harness/process.h"
 
 namespace neffd {
@@ -109,6 +116,62 @@ TEST(NeffdCommandLineTest, DurationsTakeBareSecondsOrUnits) {
         "\"poll_interval\",\"value\":\"500ms\""}) {
     EXPECT_TRUE(absl::StrContains(config.out, shown)) << config.out;
   }
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(), 0);
+}
+
+// Every flag --help lists is in GetConfig, with the value the daemon runs
+// with and where it came from (issue 29: a flag is declared once).
+TEST(NeffdCommandLineTest, ConfigListsEveryFlagHelpListsWithItsOrigin) {
+  CommandResult help = Neffd({"--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  std::vector<std::string> listed;
+  for (absl::string_view line : absl::StrSplit(help.out, '\n')) {
+    if (!absl::ConsumePrefix(&line, "  --")) continue;
+    listed.emplace_back(line.substr(0, line.find('=')));
+  }
+  ASSERT_GT(listed.size(), 50u) << help.out;
+
+  const std::string root = neffd::test_support::NewTempDir("config_flags");
+  neffd::test_support::DaemonProcess daemon(
+      root, {"--lease_ttl=45", "--max_cache_size=4096"},
+      {"TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT=77"});
+  ASSERT_TRUE(daemon.Start()) << daemon.process().Stderr();
+  CommandResult json =
+      Neffctl({"--address=" + daemon.address(), "--json", "config"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  v1::ConfigResponse config;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json.out, &config).ok())
+      << json.out;
+  std::map<std::string, v1::ConfigValue> settings;
+  for (const v1::ConfigValue& setting : config.settings()) {
+    settings[setting.name()] = setting;
+  }
+  for (const std::string& name : listed) {
+    auto it = settings.find(name);
+    ASSERT_NE(it, settings.end()) << "--" << name << " is not in GetConfig";
+    EXPECT_THAT(it->second.origin(), testing::AnyOf("flag", "env", "default"))
+        << name;
+  }
+  EXPECT_EQ(settings.size(), listed.size());
+  const auto shown = [&](const std::string& name) {
+    return std::make_pair(settings[name].value(), settings[name].origin());
+  };
+  EXPECT_EQ(shown("lease_ttl"),
+            std::make_pair(std::string("45s"), std::string("flag")));
+  EXPECT_EQ(shown("max_cache_size"),
+            std::make_pair(std::string("4096"), std::string("flag")));
+  EXPECT_EQ(shown("lock_timeout"),
+            std::make_pair(std::string("1m17s"), std::string("env")));
+  EXPECT_EQ(shown("gc_interval"),
+            std::make_pair(std::string("10m"), std::string("default")));
+  EXPECT_EQ(shown("s3_part_size"),
+            std::make_pair(std::string("16777216"), std::string("default")));
+  EXPECT_EQ(shown("tls_cert"),
+            std::make_pair(std::string(""), std::string("default")));
+  EXPECT_EQ(shown("cache_dir"),
+            std::make_pair(root + "/neff", std::string("flag")));
   daemon.Signal(SIGTERM);
   EXPECT_EQ(daemon.Wait(), 0);
 }

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "config/defaults.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/publish/publisher.h"
@@ -55,8 +56,8 @@ struct ServiceOptions {
   std::string staging_dir;
   // Lock wait when the request gives none
   // (TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT).
-  absl::Duration default_lock_timeout = absl::Seconds(1200);
-  uint64_t max_entry_bytes = uint64_t{8} << 30;
+  absl::Duration default_lock_timeout = config::kLockTimeout;
+  uint64_t max_entry_bytes = config::kMaxEntryBytes;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
   std::function<absl::Time()> now = [] { return absl::Now(); };
   // Metadata operations made on the shared store so far (for GetStats).

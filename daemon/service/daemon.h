@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "config/defaults.h"
 #include "daemon/remote_tier/remote_tier_options.h"
 #include "daemon/service/listeners.h"
 #include "proto/neffd/v1/neffd.pb.h"
@@ -54,9 +55,9 @@ struct DaemonOptions {
   // Empty: the admin socket is 0600 (the service user only); else 0660 in
   // this group, which must exist.
   std::string admin_group;
-  absl::Duration lock_timeout = absl::Seconds(1200);
+  absl::Duration lock_timeout = config::kLockTimeout;
   absl::Duration lease_ttl = absl::Seconds(30);
-  absl::Duration failed_ttl = absl::Hours(1);
+  absl::Duration failed_ttl = config::kFailedTtl;
   absl::Duration shutdown_grace = absl::Seconds(10);
   // How often a key another host (or a daemon-less process) holds is
   // re-checked; one probe per key per interval for the whole host.
@@ -77,16 +78,16 @@ struct DaemonOptions {
   // Every gc run's bounds on what is not an entry: temp files of crashed
   // publishes older than gc_temp_grace, quarantine/ and .trash/ by age and
   // size (0 bytes: no size bound).
-  absl::Duration gc_temp_grace = absl::Hours(1);
+  absl::Duration gc_temp_grace = config::kTempGrace;
   absl::Duration gc_quarantine_age = absl::Hours(24 * 7);
-  uint64_t gc_quarantine_bytes = uint64_t{4} << 30;
-  absl::Duration gc_trash_age = absl::Hours(1);
-  uint64_t gc_trash_bytes = uint64_t{1} << 30;
+  uint64_t gc_quarantine_bytes = config::kQuarantineBytes;
+  absl::Duration gc_trash_age = config::kTrashAge;
+  uint64_t gc_trash_bytes = config::kTrashBytes;
   // Cluster gc: how coarsely (and at most how often) this host records on
   // the shared store which entries it served (daemon/cluster/access_journal.h).
   absl::Duration access_journal_grain = absl::Minutes(10);
   absl::Duration access_journal_spacing = absl::Seconds(10);
-  uint64_t max_entry_bytes = uint64_t{8} << 30;
+  uint64_t max_entry_bytes = config::kMaxEntryBytes;
   // Bytes one uid may have in {local_dir}/staging (0: no limit); checked at
   // each publish and swept every minute (daemon/publish/staging_quota.h).
   uint64_t staging_quota_per_uid = uint64_t{64} << 30;

@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "config/defaults.h"
 #include "daemon/index/catalog.h"
 #include "proto/neffd/v1/neffd.pb.h"
 
@@ -29,16 +30,16 @@ struct MaintenanceOptions {
   // Entries served this recently are never collected.
   absl::Duration recent = absl::Minutes(1);
   // Import: a lock file older than this (by the store's clock) is stale.
-  absl::Duration stale_lock_age = absl::Seconds(1200);
+  absl::Duration stale_lock_age = config::kLockTimeout;
   // Called after an entry is evicted; the daemon drops the host's local
   // (tier) copy there.
   std::function<void(const EntryKey&)> on_evict = [](const EntryKey&) {};
   // Gc's bounds on what is not an entry: temp files of interrupted publishes
   // older than this are removed; quarantine/ and .trash/ are kept within
   // their bounds (Store::SweepAside).
-  absl::Duration temp_grace = absl::Hours(1);
-  AsideBounds quarantine = {absl::Hours(24 * 7), uint64_t{4} << 30};
-  AsideBounds trash = {absl::Hours(1), uint64_t{1} << 30};
+  absl::Duration temp_grace = config::kTempGrace;
+  AsideBounds quarantine = {config::kQuarantineAge, config::kQuarantineBytes};
+  AsideBounds trash = {config::kTrashAge, config::kTrashBytes};
   // True while a lease on the key is out on this host.
   std::function<bool(const EntryKey&)> lease_out = [](const EntryKey&) {
     return false;
