@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
@@ -28,7 +29,11 @@ TypeWords WordsFor(const absl::CommandLineFlag& flag) {
   if (flag.IsOfType<bool>()) return {"", "true or false"};
   if (flag.IsOfType<DurationFlag>() ||
       flag.IsOfType<std::optional<DurationFlag>>()) {
-    return {"DURATION", "a duration (seconds, or e.g. 30s, 5m, 1h)"};
+    return {"DURATION", "a duration (seconds, or e.g. 30s, 5m, 1h, 7d)"};
+  }
+  if (flag.IsOfType<ByteSizeFlag>() ||
+      flag.IsOfType<std::optional<ByteSizeFlag>>()) {
+    return {"SIZE", "a size (bytes, or e.g. 512MiB, 4GiB)"};
   }
   if (flag.IsOfType<LogLevelFlag>() ||
       flag.IsOfType<std::optional<LogLevelFlag>>()) {
@@ -69,6 +74,13 @@ bool AbslParseFlag(absl::string_view text, DurationFlag* flag,
     flag->value = absl::Seconds(seconds);
     return true;
   }
+  double days = 0;
+  if (absl::EndsWith(text, "d") &&
+      absl::SimpleAtod(text.substr(0, text.size() - 1), &days) &&
+      std::isfinite(days) && std::abs(days) < 1e6) {
+    flag->value = absl::Hours(24 * days);
+    return true;
+  }
   if (!text.empty() && absl::ParseDuration(text, &flag->value)) return true;
   *error = "is not a duration";
   return false;
@@ -76,6 +88,54 @@ bool AbslParseFlag(absl::string_view text, DurationFlag* flag,
 
 std::string AbslUnparseFlag(const DurationFlag& flag) {
   return absl::FormatDuration(flag.value);
+}
+
+namespace {
+constexpr absl::string_view kByteUnits = "KMGTP";  // 1024^1 .. 1024^5
+}  // namespace
+
+bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
+                   std::string* error) {
+  std::string t = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
+  if (absl::EndsWith(t, "IB")) {
+    t.resize(t.size() - 2);  // "2GiB" -> "2G"
+  } else if (t.size() > 1 && absl::EndsWith(t, "B")) {
+    t.pop_back();  // "2GB" -> "2G", "512B" -> "512"
+  }
+  double scale = 1;
+  if (!t.empty() && !absl::ascii_isdigit(t.back())) {
+    const size_t unit = kByteUnits.find(t.back());
+    if (unit == absl::string_view::npos) {
+      *error = "is not a size";
+      return false;
+    }
+    scale = static_cast<double>(uint64_t{1} << (10 * (unit + 1)));
+    t.pop_back();
+  }
+  uint64_t whole = 0;
+  double value = 0;
+  if (scale == 1 && absl::SimpleAtoi(t, &whole)) {
+    flag->bytes = whole;  // exact beyond 2^53, which a double is not
+    return true;
+  }
+  if (t.empty() || !absl::SimpleAtod(t, &value) || !std::isfinite(value) ||
+      value < 0 || value * scale >= 18446744073709551616.0) {
+    *error = "is not a size";
+    return false;
+  }
+  flag->bytes = static_cast<uint64_t>(value * scale);
+  return true;
+}
+
+std::string AbslUnparseFlag(const ByteSizeFlag& flag) {
+  for (size_t unit = kByteUnits.size(); unit > 0; --unit) {
+    const uint64_t scale = uint64_t{1} << (10 * unit);
+    if (flag.bytes != 0 && flag.bytes % scale == 0) {
+      return absl::StrCat(flag.bytes / scale, kByteUnits.substr(unit - 1, 1),
+                          "iB");
+    }
+  }
+  return absl::StrCat(flag.bytes);
 }
 
 bool AbslParseFlag(absl::string_view text, LogLevelFlag* flag,
@@ -148,6 +208,10 @@ std::vector<std::string> CheckFlags(absl::Span<const std::string> args) {
                                   WordsFor(*flag).kind));
   }
   return errors;
+}
+
+std::string Placeholder(const absl::CommandLineFlag& flag) {
+  return WordsFor(flag).placeholder;
 }
 
 std::vector<const absl::CommandLineFlag*> FlagsUnder(

@@ -7,7 +7,12 @@
 //
 //   - DurationFlag takes bare seconds ("30", "0.2"), as scripts, unit files
 //     and docs pass them, and absl's duration forms ("30s", "1m30s",
-//     "250ms"); it is shown as absl formats durations ("30s").
+//     "250ms", and days, "7d"); it is shown as absl formats durations
+//     ("30s", "168h").
+//   - ByteSizeFlag takes bytes ("1048576") or a number with a unit, K, M, G,
+//     T or P, each a power of 1024, with or without "iB"/"B" ("512MiB",
+//     "4G", "1.5GiB"); it is shown in the largest unit that divides it
+//     exactly ("4GiB", "1000").
 //   - LogLevelFlag takes 0-3 or error, warning, info, debug (the levels of
 //     TORCH_NEURONX_LOG_LEVEL) and is shown as the number.
 //   - CheckFlags() finds what absl would reject (an unknown flag, a value its
@@ -26,6 +31,7 @@
 #ifndef NEFFD_CONFIG_FLAGS_H_
 #define NEFFD_CONFIG_FLAGS_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -44,6 +50,13 @@ bool AbslParseFlag(absl::string_view text, DurationFlag* flag,
                    std::string* error);
 std::string AbslUnparseFlag(const DurationFlag& flag);
 
+struct ByteSizeFlag {
+  uint64_t bytes = 0;
+};
+bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
+                   std::string* error);
+std::string AbslUnparseFlag(const ByteSizeFlag& flag);
+
 struct LogLevelFlag {
   int level = 1;  // 0 error, 1 warning, 2 info, 3 debug
 };
@@ -59,6 +72,10 @@ bool AsksForHelp(absl::Span<const std::string> args);
 // would refuse, each naming the flag: `--NAME: "VALUE" is not a duration`,
 // `--NAME: no such flag`, `--NAME: needs a value`. Empty if all parse.
 std::vector<std::string> CheckFlags(absl::Span<const std::string> args);
+
+// What "--name=" is followed by in help: DURATION, SIZE, N, LEVEL, VALUE;
+// empty for a bool flag.
+std::string Placeholder(const absl::CommandLineFlag& flag);
 
 // Every flag defined in a file under `directory` (e.g. "daemon/"), sorted
 // by name: what --help lists and what GetConfig reports.

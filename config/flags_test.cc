@@ -36,12 +36,48 @@ TEST(DurationFlagTest, TakesBareSecondsAndAbslDurations) {
   EXPECT_EQ(Parsed("250ms"), absl::Milliseconds(250));
   EXPECT_EQ(Parsed("-1"), absl::Seconds(-1));
   EXPECT_EQ(Parsed("inf"), absl::InfiniteDuration());
-  for (absl::string_view bad : {"", "abc", "30x", "nan"}) {
+  EXPECT_EQ(Parsed("7d"), absl::Hours(168));
+  EXPECT_EQ(Parsed("0.5d"), absl::Hours(12));
+  for (absl::string_view bad : {"", "abc", "30x", "nan", "d", "xd", "infd"}) {
     DurationFlag flag;
     std::string error;
     EXPECT_FALSE(AbslParseFlag(bad, &flag, &error)) << bad;
   }
   EXPECT_EQ(AbslUnparseFlag(DurationFlag{absl::Seconds(90)}), "1m30s");
+}
+
+uint64_t Bytes(absl::string_view text) {
+  ByteSizeFlag flag;
+  std::string error;
+  EXPECT_TRUE(AbslParseFlag(text, &flag, &error)) << text;
+  return flag.bytes;
+}
+
+TEST(ByteSizeFlagTest, TakesBytesAndBinaryUnits) {
+  EXPECT_EQ(Bytes("1048576"), uint64_t{1} << 20);
+  EXPECT_EQ(Bytes("18446744073709551615"), ~uint64_t{0});
+  EXPECT_EQ(Bytes("512B"), 512u);
+  EXPECT_EQ(Bytes("4GiB"), uint64_t{4} << 30);
+  EXPECT_EQ(Bytes("4G"), uint64_t{4} << 30);
+  EXPECT_EQ(Bytes("4gb"), uint64_t{4} << 30);
+  EXPECT_EQ(Bytes("1.5KiB"), 1536u);
+  EXPECT_EQ(Bytes(" 2T "), uint64_t{2} << 40);
+  for (absl::string_view bad :
+       {"", "lots", "4X", "-1", "-1G", "GiB", "nan", "inf", "16384P"}) {
+    ByteSizeFlag flag;
+    std::string error;
+    EXPECT_FALSE(AbslParseFlag(bad, &flag, &error)) << bad;
+    EXPECT_EQ(error, "is not a size") << bad;
+  }
+  // Shown in the largest exact unit, so that it parses back the same.
+  for (uint64_t bytes : {uint64_t{0}, uint64_t{1000}, uint64_t{4} << 30,
+                         uint64_t{1536}, uint64_t{3} << 20, ~uint64_t{0}}) {
+    const std::string shown = AbslUnparseFlag(ByteSizeFlag{bytes});
+    EXPECT_EQ(Bytes(shown), bytes) << shown;
+  }
+  EXPECT_EQ(AbslUnparseFlag(ByteSizeFlag{uint64_t{4} << 30}), "4GiB");
+  EXPECT_EQ(AbslUnparseFlag(ByteSizeFlag{1000}), "1000");
+  EXPECT_EQ(AbslUnparseFlag(ByteSizeFlag{1536}), "1536");
 }
 
 TEST(LogLevelFlagTest, TakesNumbersAndNames) {
@@ -69,7 +105,7 @@ TEST(CheckFlagsTest, OneLineNamingEachBadFlag) {
   ASSERT_EQ(errors.size(), 4u) << absl::StrJoin(errors, "\n");
   EXPECT_EQ(errors[0],
             "--test_ttl: \"abc\" is not a duration (seconds, or e.g. 30s, "
-            "5m, 1h)");
+            "5m, 1h, 7d)");
   EXPECT_EQ(errors[1], "--test_bytes: \"-5\" is not a whole number >= 0");
   EXPECT_EQ(errors[2], "--nosuch: no such flag");
   EXPECT_TRUE(absl::StartsWith(errors[3], "--test_level: \"loud\" is not"));

@@ -22,6 +22,7 @@
 #include "daemon/remote/remote_layout.h"
 #include "daemon/remote/s3_client.h"
 
+using neffd::config::ByteSizeFlag;
 using neffd::config::DurationFlag;
 using neffd::config::LogLevelFlag;
 
@@ -54,7 +55,7 @@ ABSL_FLAG(bool, shared_leases, true,
           "take cross-host lease files on the shared store");
 ABSL_FLAG(DurationFlag, gc_recent_seconds, DurationFlag{absl::Minutes(1)},
           "gc never removes an entry served on this host this recently");
-ABSL_FLAG(uint64_t, max_cache_size, 0,
+ABSL_FLAG(ByteSizeFlag, max_cache_size, ByteSizeFlag{0},
           "run gc every --gc_interval to keep the neff store under this many "
           "bytes (0: no size goal; gc still sweeps leftovers)");
 ABSL_FLAG(DurationFlag, gc_interval, DurationFlag{absl::Minutes(10)},
@@ -66,13 +67,15 @@ ABSL_FLAG(DurationFlag, gc_temp_grace, DurationFlag{neffd::config::kTempGrace},
 ABSL_FLAG(DurationFlag, gc_quarantine_age,
           DurationFlag{neffd::config::kQuarantineAge},
           "gc removes quarantined entries older than this");
-ABSL_FLAG(uint64_t, gc_quarantine_bytes, neffd::config::kQuarantineBytes,
+ABSL_FLAG(ByteSizeFlag, gc_quarantine_bytes,
+          ByteSizeFlag{neffd::config::kQuarantineBytes},
           "gc keeps {cache_dir}/quarantine within this many bytes, oldest "
           "removed first (0: no size bound)");
 ABSL_FLAG(DurationFlag, gc_trash_age, DurationFlag{neffd::config::kTrashAge},
           "gc removes what removed entries left in {cache_dir}/.trash after "
           "this long");
-ABSL_FLAG(uint64_t, gc_trash_bytes, neffd::config::kTrashBytes,
+ABSL_FLAG(ByteSizeFlag, gc_trash_bytes,
+          ByteSizeFlag{neffd::config::kTrashBytes},
           "gc keeps {cache_dir}/.trash within this many bytes, oldest removed "
           "first (0: no size bound)");
 ABSL_FLAG(DurationFlag, access_journal_grain, DurationFlag{absl::Minutes(10)},
@@ -83,7 +86,7 @@ ABSL_FLAG(DurationFlag, access_journal_spacing, DurationFlag{absl::Seconds(10)},
           "journal");
 ABSL_FLAG(bool, local_tier, true,
           "serve neff entries from a verified copy in {local_dir}/tier");
-ABSL_FLAG(uint64_t, local_tier_bytes, 0,
+ABSL_FLAG(ByteSizeFlag, local_tier_bytes, ByteSizeFlag{0},
           "local tier capacity in bytes (0: 20% of the local filesystem)");
 ABSL_FLAG(std::string, host_id, "", "this host's name (empty: hostname)");
 ABSL_FLAG(std::string, socket_group, "neuron",
@@ -98,12 +101,13 @@ ABSL_FLAG(std::optional<LogLevelFlag>, v, std::nullopt,
 ABSL_FLAG(std::string, env_file, "/etc/neffd/neffd.env",
           "re-read on SIGHUP for TORCH_NEURONX_LOG_LEVEL (systemd's "
           "EnvironmentFile)");
-ABSL_FLAG(uint64_t, max_entry_bytes, neffd::config::kMaxEntryBytes,
+ABSL_FLAG(ByteSizeFlag, max_entry_bytes,
+          ByteSizeFlag{neffd::config::kMaxEntryBytes},
           "largest entry a client may publish, in bytes");
-ABSL_FLAG(uint64_t, max_inline_bytes, uint64_t{16} << 20,
+ABSL_FLAG(ByteSizeFlag, max_inline_bytes, ByteSizeFlag{uint64_t{16} << 20},
           "largest entry a client may publish inline (hlo), in bytes; at "
           "most 1073741824");
-ABSL_FLAG(uint64_t, staging_quota_per_uid, uint64_t{64} << 30,
+ABSL_FLAG(ByteSizeFlag, staging_quota_per_uid, ByteSizeFlag{uint64_t{64} << 30},
           "bytes one user's ranks may have staged in {local_dir}/staging "
           "at once; a publish over it is refused, and the oldest files over "
           "it are removed every minute (0: no limit)");
@@ -140,9 +144,10 @@ ABSL_FLAG(DurationFlag, s3_timeout, DurationFlag{absl::Seconds(60)},
 ABSL_FLAG(DurationFlag, s3_lookup_timeout, DurationFlag{absl::Seconds(2)},
           "deadline for the model.done GET a miss makes before anyone "
           "compiles");
-ABSL_FLAG(uint64_t, s3_part_size, uint64_t{16} << 20,
+ABSL_FLAG(ByteSizeFlag, s3_part_size, ByteSizeFlag{uint64_t{16} << 20},
           "multipart upload part size in bytes (at least 5242880)");
-ABSL_FLAG(uint64_t, s3_multipart_threshold, uint64_t{64} << 20,
+ABSL_FLAG(ByteSizeFlag, s3_multipart_threshold,
+          ByteSizeFlag{uint64_t{64} << 20},
           "NEFFs this big or bigger upload in parts, in bytes");
 ABSL_FLAG(int64_t, s3_upload_concurrency, 4,
           "parts of one multipart upload sent at once, each on its own "
@@ -299,12 +304,13 @@ void RemoteOptionsFromFlags(const config::EnvSnapshot& env, RangeChecks& check,
   check.Positive("s3_timeout", remote->request_timeout);
   remote->lookup_timeout = absl::GetFlag(FLAGS_s3_lookup_timeout).value;
   check.Positive("s3_lookup_timeout", remote->lookup_timeout);
-  remote->part_size = absl::GetFlag(FLAGS_s3_part_size);
+  remote->part_size = absl::GetFlag(FLAGS_s3_part_size).bytes;
   check.Require(remote->part_size >= remote::kMinPartSize &&
                     remote->part_size <= (uint64_t{5} << 30),
                 "s3_part_size", absl::StrCat(remote->part_size),
                 "must be between 5242880 (S3's minimum) and 5368709120");
-  remote->multipart_threshold = absl::GetFlag(FLAGS_s3_multipart_threshold);
+  remote->multipart_threshold =
+      absl::GetFlag(FLAGS_s3_multipart_threshold).bytes;
   const int64_t upload_concurrency = absl::GetFlag(FLAGS_s3_upload_concurrency);
   check.Within("s3_upload_concurrency", upload_concurrency, 1, 64);
   remote->upload_concurrency = static_cast<int>(upload_concurrency);
@@ -334,7 +340,8 @@ std::string NeffdHelp() {
   return absl::StrCat(
       "usage: neffd [flags]: serve the per-host NEFF/HLO compile cache\n"
       "       neffd --version\n\n"
-      "Durations are seconds (30, 0.5) or 30s, 5m, 1h; sizes are bytes.\n"
+      "Durations are seconds (30, 0.5) or 30s, 5m, 1h, 7d; sizes are bytes or\n"
+      "512MiB, 4GiB (K, M, G, T: powers of 1024).\n"
       "Flags:\n",
       config::FlagsHelp("daemon/", VariableOf));
 }
@@ -396,17 +403,17 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
   check.Positive("poll_interval", options->poll_interval);
   options->shared_leases = absl::GetFlag(FLAGS_shared_leases);
   options->gc_recent = absl::GetFlag(FLAGS_gc_recent_seconds).value;
-  options->max_cache_size = absl::GetFlag(FLAGS_max_cache_size);
+  options->max_cache_size = absl::GetFlag(FLAGS_max_cache_size).bytes;
   options->gc_interval = absl::GetFlag(FLAGS_gc_interval).value;
   check.Positive("gc_interval", options->gc_interval);
   options->gc_temp_grace = absl::GetFlag(FLAGS_gc_temp_grace).value;
   check.Positive("gc_temp_grace", options->gc_temp_grace);
   options->gc_quarantine_age = absl::GetFlag(FLAGS_gc_quarantine_age).value;
   check.Positive("gc_quarantine_age", options->gc_quarantine_age);
-  options->gc_quarantine_bytes = absl::GetFlag(FLAGS_gc_quarantine_bytes);
+  options->gc_quarantine_bytes = absl::GetFlag(FLAGS_gc_quarantine_bytes).bytes;
   options->gc_trash_age = absl::GetFlag(FLAGS_gc_trash_age).value;
   check.Positive("gc_trash_age", options->gc_trash_age);
-  options->gc_trash_bytes = absl::GetFlag(FLAGS_gc_trash_bytes);
+  options->gc_trash_bytes = absl::GetFlag(FLAGS_gc_trash_bytes).bytes;
   options->access_journal_grain =
       absl::GetFlag(FLAGS_access_journal_grain).value;
   check.Positive("access_journal_grain", options->access_journal_grain);
@@ -414,9 +421,10 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
       absl::GetFlag(FLAGS_access_journal_spacing).value;
   check.Positive("access_journal_spacing", options->access_journal_spacing);
 
-  options->max_entry_bytes = absl::GetFlag(FLAGS_max_entry_bytes);
-  options->max_inline_bytes = absl::GetFlag(FLAGS_max_inline_bytes);
-  options->staging_quota_per_uid = absl::GetFlag(FLAGS_staging_quota_per_uid);
+  options->max_entry_bytes = absl::GetFlag(FLAGS_max_entry_bytes).bytes;
+  options->max_inline_bytes = absl::GetFlag(FLAGS_max_inline_bytes).bytes;
+  options->staging_quota_per_uid =
+      absl::GetFlag(FLAGS_staging_quota_per_uid).bytes;
   check.Require(options->max_inline_bytes <= uint64_t{kMaxCount},
                 "max_inline_bytes", absl::StrCat(options->max_inline_bytes),
                 absl::StrCat("must be at most ", kMaxCount));
@@ -435,7 +443,7 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
   options->tls.key = absl::GetFlag(FLAGS_tls_key);
   options->tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   options->local_tier = absl::GetFlag(FLAGS_local_tier);
-  options->local_tier_bytes = absl::GetFlag(FLAGS_local_tier_bytes);
+  options->local_tier_bytes = absl::GetFlag(FLAGS_local_tier_bytes).bytes;
   options->metrics_textfile = absl::GetFlag(FLAGS_metrics_textfile);
   check.Require(
       options->metrics_textfile.empty() || options->metrics_textfile[0] == '/',

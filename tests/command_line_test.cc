@@ -161,13 +161,13 @@ TEST(NeffdCommandLineTest, ConfigListsEveryFlagHelpListsWithItsOrigin) {
   EXPECT_EQ(shown("lease_ttl"),
             std::make_pair(std::string("45s"), std::string("flag")));
   EXPECT_EQ(shown("max_cache_size"),
-            std::make_pair(std::string("4096"), std::string("flag")));
+            std::make_pair(std::string("4KiB"), std::string("flag")));
   EXPECT_EQ(shown("lock_timeout"),
             std::make_pair(std::string("1m17s"), std::string("env")));
   EXPECT_EQ(shown("gc_interval"),
             std::make_pair(std::string("10m"), std::string("default")));
   EXPECT_EQ(shown("s3_part_size"),
-            std::make_pair(std::string("16777216"), std::string("default")));
+            std::make_pair(std::string("16MiB"), std::string("default")));
   EXPECT_EQ(shown("tls_cert"),
             std::make_pair(std::string(""), std::string("default")));
   EXPECT_EQ(shown("cache_dir"),
@@ -180,7 +180,7 @@ TEST(NeffctlCommandLineTest, HelpListsCommandsAndTheirOptions) {
   CommandResult help = Neffctl({"--help"});
   EXPECT_EQ(help.exit_code, 0) << help.err;
   for (const char* shown :
-       {"  lookup NS KEY\n", "  gc\n", "--max-size=VALUE", "  import DIR\n",
+       {"  lookup NS KEY\n", "  gc\n", "--max-size=SIZE", "  import DIR\n",
         "--clear-stale-locks", "--address=VALUE", "Exit codes:"}) {
     EXPECT_TRUE(absl::StrContains(help.out, shown)) << shown << "\n"
                                                     << help.out;
@@ -190,7 +190,7 @@ TEST(NeffctlCommandLineTest, HelpListsCommandsAndTheirOptions) {
   CommandResult gc = Neffctl({"help", "gc"});
   EXPECT_EQ(gc.exit_code, 0) << gc.err;
   EXPECT_TRUE(absl::StartsWith(gc.out, "  gc\n")) << gc.out;
-  EXPECT_TRUE(absl::StrContains(gc.out, "--older-than=VALUE")) << gc.out;
+  EXPECT_TRUE(absl::StrContains(gc.out, "--older-than=DURATION")) << gc.out;
   EXPECT_FALSE(absl::StrContains(gc.out, "import")) << gc.out;
 
   CommandResult unknown = Neffctl({"help", "nosuchcmd"});

@@ -173,6 +173,18 @@ TEST_F(OpsTest, EveryCommandAnswersInTextAndJson) {
   EXPECT_EQ(health.out, "SERVING\n");
 }
 
+// Sizes and ages take the units operators type (issue 29: one byte-size
+// and one duration type for neffd and neffctl).
+TEST_F(OpsTest, GcTakesSizesAndAgesWithUnits) {
+  CommandResult gc =
+      Ctl({"gc", "--max-size", "4GiB", "--older-than=7d", "--dry-run"});
+  EXPECT_EQ(gc.exit_code, 0) << gc.err;
+  CommandResult bad = Ctl({"gc", "--max-size=4 parsecs"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.err, "\"4 parsecs\" is not a size"))
+      << bad.err;
+}
+
 TEST_F(OpsTest, BadArgumentsExitTwoWithOneLine) {
   const std::vector<std::vector<std::string>> bad = {
       {"--bogus", "stats"},
@@ -187,6 +199,10 @@ TEST_F(OpsTest, BadArgumentsExitTwoWithOneLine) {
       {"health", "--service=nope"},
       {"locks", "x"},
       {"drain", "now"},
+      {"gc", "--max-size=lots"},
+      {"gc", "--max-size", "4X"},
+      {"gc", "--older-than=-1h"},
+      {"manifest", "--since=soon"},
       {"frobnicate"},
       {},
   };

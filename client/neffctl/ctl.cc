@@ -157,36 +157,6 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows,
   }
 }
 
-bool ParseBytes(absl::string_view text, uint64_t* bytes) {
-  std::string t = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
-  if (absl::EndsWith(t, "IB")) {
-    t.resize(t.size() - 2);  // "2GiB" -> "2G"
-  } else if (t.size() > 1 && absl::EndsWith(t, "B")) {
-    t.pop_back();  // "2GB" -> "2G", "512B" -> "512"
-  }
-  uint64_t scale = 1;
-  if (!t.empty() && !absl::ascii_isdigit(t.back())) {
-    const size_t unit = std::string("KMGTP").find(t.back());
-    if (unit == std::string::npos) return false;
-    scale = uint64_t{1} << (10 * (unit + 1));
-    t.pop_back();
-  }
-  double value = 0;
-  if (t.empty() || !absl::SimpleAtod(t, &value) || value < 0) return false;
-  *bytes = static_cast<uint64_t>(value * scale);
-  return true;
-}
-
-bool ParseAge(absl::string_view text, absl::Duration* age) {
-  double days = 0;
-  if (absl::EndsWith(text, "d") &&
-      absl::SimpleAtod(text.substr(0, text.size() - 1), &days) && days >= 0) {
-    *age = absl::Hours(24 * days);
-    return true;
-  }
-  return absl::ParseDuration(text, age) && *age >= absl::ZeroDuration();
-}
-
 Progress::Progress(std::string label)
     : label_(std::move(label)), tty_(isatty(STDERR_FILENO) == 1) {}
 

@@ -56,10 +56,6 @@ std::string Ago(int64_t unix_ms);
 // the first row is the header. Columns named in `right` are right-aligned.
 void PrintTable(const std::vector<std::vector<std::string>>& rows,
                 const std::vector<size_t>& right = {});
-// "12345", "64M", "2GiB", "1.5T" → bytes.
-bool ParseBytes(absl::string_view text, uint64_t* bytes);
-// absl durations ("90s", "12h") plus days ("7d").
-bool ParseAge(absl::string_view text, absl::Duration* age);
 
 // A one-line progress bar on stderr, drawn only when stderr is a terminal.
 class Progress {

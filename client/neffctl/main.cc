@@ -15,7 +15,7 @@
 //   neffctl [--address A] [--json] evict NS KEY [--compiler_version V]
 //   neffctl [--address A] [--json] forget NS KEY [--compiler_version V]
 //   neffctl [--address A] [--json] verify [--all] [--namespace NS]
-//   neffctl [--address A] [--json] gc [--max-size BYTES] [--older-than AGE]
+//   neffctl [--address A] [--json] gc [--max-size SIZE] [--older-than AGE]
 //                                     [--dry-run] [--namespace NS]
 //   neffctl [--address A] [--json] import DIR [--clear-stale-locks]
 //   neffctl [--address A] [--json] warm --manifest FILE
@@ -35,6 +35,7 @@
 // operation (PERMISSION_DENIED: a mutating command sent to the ranks'
 // socket; it goes to --admin_address).
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,10 +76,9 @@ ABSL_FLAG(std::string, namespace, "",
 ABSL_FLAG(bool, all, false,
           "verify: every entry in the store, not only "
           "this host's index");
-ABSL_FLAG(std::string, max_size, "",
-          "gc: shrink the store to this size "
-          "(bytes, or with K/M/G/T suffix)");
-ABSL_FLAG(std::string, older_than, "",
+ABSL_FLAG(std::optional<neffd::config::ByteSizeFlag>, max_size, std::nullopt,
+          "gc: shrink the store to this size (e.g. 500GiB, 1048576)");
+ABSL_FLAG(std::optional<neffd::config::DurationFlag>, older_than, std::nullopt,
           "gc: remove entries not used for this long (e.g. 7d, 12h)");
 ABSL_FLAG(bool, dry_run, false, "gc: only report what would be removed");
 ABSL_FLAG(bool, clear_stale_locks, false,
@@ -90,7 +90,7 @@ ABSL_FLAG(std::string, sort, "key", "ls: key, size or last_access");
 ABSL_FLAG(std::string, limit, "0", "ls: at most this many rows (0: all)");
 ABSL_FLAG(std::string, manifest, "",
           "warm: file of entries to pull, one 'NS VERSION KEY' per line");
-ABSL_FLAG(std::string, since, "",
+ABSL_FLAG(std::optional<neffd::config::DurationFlag>, since, std::nullopt,
           "manifest: only entries used this recently (e.g. 7d, 12h)");
 ABSL_FLAG(std::string, service, "",
           "health: the service to check (default: the daemon as a whole)");
@@ -250,14 +250,16 @@ size_t ArgCount(const Command& command) {
       .size();
 }
 
-// "--compiler_version=VALUE" as typed (dashes), with the flag's help.
+// "--max-size=SIZE" as typed (dashes), with the flag's help.
 std::string OptionHelp(const char* name) {
   const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
   std::string spelled = name;
   std::replace(spelled.begin(), spelled.end(), '_', '-');
-  const bool takes_value = flag != nullptr && !flag->IsOfType<bool>();
-  return absl::StrCat("      --", spelled, takes_value ? "=VALUE" : "", "  ",
-                      flag != nullptr ? flag->Help() : "", "\n");
+  const std::string placeholder =
+      flag != nullptr ? config::Placeholder(*flag) : "";
+  return absl::StrCat("      --", spelled, placeholder.empty() ? "" : "=",
+                      placeholder, "  ", flag != nullptr ? flag->Help() : "",
+                      "\n");
 }
 
 std::string CommandHelp(const Command& command) {
@@ -417,26 +419,31 @@ int VerifyCommand(Ctl& ctl, const Call&) {
   return ctl.Verify(absl::GetFlag(FLAGS_namespace), absl::GetFlag(FLAGS_all));
 }
 
+// A negative duration flag (the type takes "-1") is refused, naming it.
+std::optional<int> RefuseNegative(
+    absl::string_view name, const std::optional<config::DurationFlag>& d) {
+  if (!d.has_value() || d->value >= absl::ZeroDuration()) return std::nullopt;
+  return Complain(kBadInput,
+                  absl::StrCat("--", name, ": \"", AbslUnparseFlag(*d),
+                               "\" must not be negative"));
+}
+
 int GcCommand(Ctl& ctl, const Call&) {
-  uint64_t max_size = 0;
-  absl::Duration older_than;
-  const std::string size_text = absl::GetFlag(FLAGS_max_size);
-  const std::string age_text = absl::GetFlag(FLAGS_older_than);
+  const std::optional<config::ByteSizeFlag> max_size =
+      absl::GetFlag(FLAGS_max_size);
+  const std::optional<config::DurationFlag> older_than =
+      absl::GetFlag(FLAGS_older_than);
+  if (std::optional<int> refused = RefuseNegative("older-than", older_than)) {
+    return *refused;
+  }
   // Without either goal gc removes no entry, only the store's leftovers
   // past their bounds (the daemon's --gc_temp_grace, --gc_quarantine_* and
   // --gc_trash_* flags).
-  if (!size_text.empty() && !ParseBytes(size_text, &max_size)) {
-    return Complain(kBadInput,
-                    absl::StrCat("--max-size '", size_text,
-                                 "' is not a size (e.g. 500G, 1048576)"));
-  }
-  if (!age_text.empty() && !ParseAge(age_text, &older_than)) {
-    return Complain(kBadInput,
-                    absl::StrCat("--older-than '", age_text,
-                                 "' is not a duration (e.g. 7d, 12h)"));
-  }
-  return ctl.Gc(absl::GetFlag(FLAGS_namespace), max_size, older_than,
-                absl::GetFlag(FLAGS_dry_run));
+  return ctl.Gc(
+      absl::GetFlag(FLAGS_namespace),
+      max_size.has_value() ? max_size->bytes : 0,
+      older_than.has_value() ? older_than->value : absl::ZeroDuration(),
+      absl::GetFlag(FLAGS_dry_run));
 }
 
 int ImportCommand(Ctl& ctl, const Call& call) {
@@ -452,14 +459,11 @@ int WarmCommand(Ctl& ctl, const Call&) {
 }
 
 int ManifestCommand(Ctl& ctl, const Call&) {
-  absl::Duration since = absl::ZeroDuration();
-  const std::string text = absl::GetFlag(FLAGS_since);
-  if (!text.empty() && !ParseAge(text, &since)) {
-    return Complain(kBadInput, absl::StrCat("--since '", text,
-                                            "' is not a duration (e.g. 7d, "
-                                            "12h)"));
+  const std::optional<config::DurationFlag> since = absl::GetFlag(FLAGS_since);
+  if (std::optional<int> refused = RefuseNegative("since", since)) {
+    return *refused;
   }
-  return ctl.Manifest(since);
+  return ctl.Manifest(since.has_value() ? since->value : absl::ZeroDuration());
 }
 
 int WhyCommand(Ctl& ctl, const Call& call) {
