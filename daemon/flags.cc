@@ -14,6 +14,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "config/defaults.h"
 #include "config/flags.h"
@@ -21,6 +22,7 @@
 #include "daemon/log/log.h"
 #include "daemon/remote/remote_layout.h"
 #include "daemon/remote/s3_client.h"
+#include "proto/admin_only.h"
 
 using neffd::config::ByteSizeFlag;
 using neffd::config::DurationFlag;
@@ -30,8 +32,8 @@ ABSL_FLAG(std::string, address, "",
           "the ranks' socket (CompileCache, read-only operator calls): "
           "unix:/path or loopback HOST:PORT (any HOST:PORT with mutual TLS)");
 ABSL_FLAG(std::string, admin_address, "",
-          "the operators' socket, the only one serving Evict, Gc, Import, "
-          "Drain, Undrain and ResetStats");
+          "the operators' socket, the only one serving the calls that change "
+          "the cache (listed below)");
 ABSL_FLAG(std::string, admin_group, "",
           "group that may use the admin socket (mode 0660; must exist); "
           "empty: mode 0600, the service user only");
@@ -343,7 +345,9 @@ std::string NeffdHelp() {
       "Durations are seconds (30, 0.5) or 30s, 5m, 1h, 7d; sizes are bytes or\n"
       "512MiB, 4GiB (K, M, G, T: powers of 1024).\n"
       "Flags:\n",
-      config::FlagsHelp("daemon/", VariableOf));
+      config::FlagsHelp("daemon/", VariableOf),
+      "\nServed only on --admin_address (neffd.proto's admin_only calls): ",
+      absl::StrJoin(AdminOnlyMethods(), ", "), "\n");
 }
 
 void ParseFlagsOrExit(int argc, char** argv) {

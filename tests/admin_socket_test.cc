@@ -8,11 +8,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/admin_only.h"
+#include "proto/neffd/v1/neffd.grpc.pb.h"
 #include "tests/harness/process.h"
 
 namespace neffd::test_support {
@@ -106,6 +113,62 @@ TEST_F(AdminSocketTest, MutatingCommandsOnTheRanksSocketAreRefused) {
     CommandResult r = RankCtl(command);
     EXPECT_EQ(r.exit_code, 0) << command[0] << ": " << r.err;
   }
+}
+
+// Every CacheAdmin method on the ranks' socket: the ones neffd.proto marks
+// admin_only are refused before they read their request, the others are
+// not. So the option, the daemon's check and the handlers agree; the help
+// of both binaries and the docs name the same calls.
+TEST_F(AdminSocketTest, TheProtosAdminOnlyCallsAreExactlyTheRefusedOnes) {
+  const std::vector<std::string> admin_only = AdminOnlyMethods();
+  EXPECT_GE(admin_only.size(), 7u);
+  auto channel = grpc::CreateChannel(daemon_->address(),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          v1::CacheAdmin::service_full_name());
+  ASSERT_NE(service, nullptr);
+  for (int i = 0; i < service->method_count(); ++i) {
+    const std::string method = service->method(i)->name();
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    grpc::CompletionQueue queue;
+    // An empty message, which every request type parses (all defaults).
+    grpc::Slice no_bytes("");
+    grpc::ByteBuffer empty_request(&no_bytes, 1), response;
+    grpc::Status status;
+    auto call = stub.PrepareUnaryCall(
+        &context, absl::StrCat("/", service->full_name(), "/", method),
+        empty_request, &queue);
+    call->StartCall();
+    call->Finish(&response, &status, reinterpret_cast<void*>(1));
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(queue.Next(&tag, &ok)) << method;
+    const bool marked = absl::c_linear_search(admin_only, method);
+    EXPECT_EQ(marked, IsAdminOnly(method)) << method;
+    EXPECT_EQ(status.error_code() == grpc::StatusCode::PERMISSION_DENIED,
+              marked)
+        << method << ": " << status.error_code() << " "
+        << status.error_message();
+    if (marked) {
+      EXPECT_TRUE(
+          absl::StrContains(status.error_message(), daemon_->admin_address()))
+          << status.error_message();
+    }
+  }
+  // The help and the security docs name each of them.
+  const std::string neffd_help =
+      RunCommand({Runfile("daemon/neffd"), "--help"}).out;
+  const std::string security = ReadFile(Runfile("docs/SECURITY.md"));
+  for (const std::string& method : admin_only) {
+    EXPECT_TRUE(absl::StrContains(neffd_help, method)) << method;
+    EXPECT_TRUE(absl::StrContains(security, "`" + method + "`")) << method;
+  }
+  EXPECT_EQ(Ctl({"lookup", "neff", "k1"}).exit_code, 0);
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
 }
 
 TEST_F(AdminSocketTest, MutatingCommandsWorkThroughTheAdminSocket) {

@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -52,13 +53,13 @@
 #include "client/neffctl/ctl.h"
 #include "config/flags.h"
 #include "config/version.h"
+#include "proto/admin_only.h"
 
 ABSL_FLAG(std::string, address, "",
           "daemon address (default $NEFFD_ADDRESS, else "
           "unix:/run/neffd/neffd.sock)");
 ABSL_FLAG(std::string, admin_address, "",
-          "the admin socket, for evict, forget, gc, import, warm, drain, "
-          "undrain and "
+          "the admin socket, for the commands marked (admin socket) and "
           "stats -z (default $NEFFD_ADMIN_ADDRESS, else "
           "unix:/run/neffd/admin.sock)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
@@ -262,10 +263,24 @@ std::string OptionHelp(const char* name) {
                       "\n");
 }
 
+// The CacheAdmin call behind a command that changes the cache; whether it
+// needs the admin socket is neffd.proto's admin_only option.
+absl::string_view ChangingCallOf(absl::string_view command) {
+  static constexpr std::pair<absl::string_view, absl::string_view> kCalls[] = {
+      {"evict", "Evict"},    {"forget", "Evict"}, {"gc", "Gc"},
+      {"import", "Import"},  {"warm", "Warm"},    {"drain", "Drain"},
+      {"undrain", "Undrain"}};
+  for (const auto& [name, call] : kCalls) {
+    if (name == command) return call;
+  }
+  return "";
+}
+
 std::string CommandHelp(const Command& command) {
-  std::string help =
-      absl::StrCat("  ", command.name, *command.args ? " " : "", command.args,
-                   "\n      ", command.summary, "\n");
+  std::string help = absl::StrCat(
+      "  ", command.name, *command.args ? " " : "", command.args, "\n      ",
+      command.summary,
+      IsAdminOnly(ChangingCallOf(command.name)) ? " (admin socket)" : "", "\n");
   for (const char* option : command.options) {
     absl::StrAppend(&help, OptionHelp(option));
   }

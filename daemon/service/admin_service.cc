@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/log/log.h"
 #include "daemon/service/grpc_status.h"
+#include "proto/admin_only.h"
 
 namespace neffd {
 namespace {
@@ -29,6 +30,8 @@ absl::StatusOr<Namespace> ParseNamespaceField(absl::string_view field,
 
 grpc::Status CacheAdminService::CheckMutationAllowed(
     const grpc::ServerContext* context, absl::string_view method) const {
+  // neffd.proto's admin_only option is the one list of such calls.
+  if (!IsAdminOnly(method)) return grpc::Status::OK;
   const std::optional<PeerCredentials> peer =
       options_.peers != nullptr ? options_.peers->Find(context->peer())
                                 : std::nullopt;

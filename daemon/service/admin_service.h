@@ -10,9 +10,11 @@
 //
 // The daemon serves two instances (docs/SECURITY.md): one on the admin
 // socket that does everything, and one on the ranks' socket
-// (`mutations_only_on` set) that answers the mutating calls (Evict, Gc,
-// Import, Drain, Undrain, ResetStats) PERMISSION_DENIED naming the admin
-// socket, so a rank can read the cache's state but never change it.
+// (`mutations_only_on` set) that answers the calls neffd.proto marks
+// admin_only (proto/admin_only.h) PERMISSION_DENIED naming the admin
+// socket, so a rank can read the cache's state but never change it. Each
+// such handler calls CheckMutationAllowed first; admin_socket_test calls
+// every CacheAdmin method on both sockets to hold the two to each other.
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_SERVICE_ADMIN_SERVICE_H_

@@ -49,8 +49,8 @@ struct DaemonOptions {
   std::string index_dir;  // default {local_dir}/index
   std::string host_id;
   std::string socket_group = "neuron";
-  // The operators' socket: the mutating calls (Evict, Gc, Import, Drain,
-  // Undrain, ResetStats) are served only here.
+  // The operators' socket: the calls neffd.proto marks admin_only (those
+  // that change the cache) are served only here.
   std::string admin_address = "unix:/run/neffd/admin.sock";
   // Empty: the admin socket is 0600 (the service user only); else 0660 in
   // this group, which must exist.
