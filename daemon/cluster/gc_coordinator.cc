@@ -84,7 +84,7 @@ void GcCoordinator::Stop() {
   // A clean shutdown hands the lease over at once rather than after the TTL.
   for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) Release(ns);
   for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
-    (void)JournalFor(ns).Flush(absl::Now(), /*force=*/true);
+    (void)JournalFor(ns).Flush(options_.host_env->Now(), /*force=*/true);
   }
 }
 
@@ -124,7 +124,7 @@ absl::StatusOr<std::string> GcCoordinator::Acquire(Namespace ns) {
         "; that host runs gc for the whole store (run neffctl gc there, or "
         "retry after its lease expires)"));
   }
-  held_[ns] = Held{std::move(taken), lease_id, absl::Now()};
+  held_[ns] = Held{std::move(taken), lease_id, options_.host_env->Now()};
   log::Info("gc_lease_taken",
             {{"ns", NamespaceName(ns)}, {"lease_id", lease_id}});
   return lease_id;
@@ -152,19 +152,19 @@ absl::StatusOr<v1::GcResponse> GcCoordinator::Run(Namespace ns,
   scope.grain = options_.journal_grain;
   scope.lease_host = options_.host_id;
   scope.lease_id = lease_id;
-  absl::Time checked = absl::Now();
+  absl::Time checked = options_.host_env->Now();
   scope.still_held = [this, ns, &checked] {
-    if (absl::Now() - checked < kHeldCheckEvery) return true;
-    checked = absl::Now();
+    if (options_.host_env->Now() - checked < kHeldCheckEvery) return true;
+    checked = options_.host_env->Now();
     return StillHolding(ns);
   };
-  const absl::Time start = absl::Now();
+  const absl::Time start = options_.host_env->Now();
   log::Info("gc_start", {{"ns", NamespaceName(ns)},
                          {"host", options_.host_id},
                          {"lease_id", lease_id},
                          {"start_unix_ms", absl::ToUnixMillis(start)}});
   absl::StatusOr<v1::GcResponse> done = maintenance_->Gc(ns, request, scope);
-  const absl::Time end = absl::Now();
+  const absl::Time end = options_.host_env->Now();
   if (done.ok() && !request.dry_run()) {
     absl::MutexLock lock(&mu_);
     last_sweep_[ns] = LastSweep{done->leftovers_after(), end};
@@ -209,8 +209,8 @@ void GcCoordinator::KeepLeases() {
   // Relative sleeps (see daemon.cc's ticker): a skewed wall clock must not
   // stall the refresh.
   while (!stop_.HasBeenNotified()) {
-    absl::SleepFor(kTick);
-    const absl::Time now = absl::Now();
+    options_.host_env->SleepFor(kTick);
+    const absl::Time now = options_.host_env->Now();
     {
       absl::MutexLock lock(&mu_);
       for (auto& [ns, held] : held_) {
@@ -229,11 +229,11 @@ void GcCoordinator::KeepLeases() {
 }
 
 void GcCoordinator::RunPeriodically() {
-  absl::Time next = absl::Now() + options_.interval;
+  absl::Time next = options_.host_env->Now() + options_.interval;
   while (!stop_.HasBeenNotified()) {
-    absl::SleepFor(kTick);
-    if (absl::Now() < next) continue;
-    next = absl::Now() + options_.interval;
+    options_.host_env->SleepFor(kTick);
+    if (options_.host_env->Now() < next) continue;
+    next = options_.host_env->Now() + options_.interval;
     absl::MutexLock run(&run_mu_);
     // The lock directory is this host's: swept at every turn, whoever holds
     // the store's gc lease.

@@ -72,6 +72,9 @@ struct GcCoordinatorOptions {
   // This host's lock directory ({local_dir}/locks): lock files nobody holds
   // are removed at every turn and by RunNow (empty: never); not owned.
   std::string host_locks_dir;
+  // This host's filesystem and the coordinator's clock: every time read
+  // and sleep (lease refresh, the periodic turn, gc's recorded times) goes
+  // through it, so a test can run them on a manual clock; not owned.
   Env* host_env = Env::Default();
 };
 

@@ -158,8 +158,7 @@ class HoldsTheArtifactWrite : public EnvWrapper {
 
  protected:
   absl::Status BeforeCall(const FsCall& call) override {
-    if (call.op == FsOp::kWrite &&
-        absl::StrContains(call.path, ".neff.tmp.")) {
+    if (call.op == FsOp::kWrite && absl::StrContains(call.path, ".neff.tmp.")) {
       answered_first =
           answered.WaitForNotificationWithTimeout(absl::Seconds(20));
     }
