@@ -155,23 +155,17 @@ TEST(NeffdCommandLineTest, ConfigListsEveryFlagHelpListsWithItsOrigin) {
         << name;
   }
   EXPECT_EQ(settings.size(), listed.size());
-  const auto shown = [&](const std::string& name) {
-    return std::make_pair(settings[name].value(), settings[name].origin());
+  // name, value the daemon runs with, origin
+  const std::vector<std::vector<std::string>> expected = {
+      {"lease_ttl", "45s", "flag"},          {"max_cache_size", "4KiB", "flag"},
+      {"lock_timeout", "1m17s", "env"},      {"gc_interval", "10m", "default"},
+      {"s3_part_size", "16MiB", "default"},  {"tls_cert", "", "default"},
+      {"cache_dir", root + "/neff", "flag"},
   };
-  EXPECT_EQ(shown("lease_ttl"),
-            std::make_pair(std::string("45s"), std::string("flag")));
-  EXPECT_EQ(shown("max_cache_size"),
-            std::make_pair(std::string("4KiB"), std::string("flag")));
-  EXPECT_EQ(shown("lock_timeout"),
-            std::make_pair(std::string("1m17s"), std::string("env")));
-  EXPECT_EQ(shown("gc_interval"),
-            std::make_pair(std::string("10m"), std::string("default")));
-  EXPECT_EQ(shown("s3_part_size"),
-            std::make_pair(std::string("16MiB"), std::string("default")));
-  EXPECT_EQ(shown("tls_cert"),
-            std::make_pair(std::string(""), std::string("default")));
-  EXPECT_EQ(shown("cache_dir"),
-            std::make_pair(root + "/neff", std::string("flag")));
+  for (const std::vector<std::string>& row : expected) {
+    EXPECT_EQ(settings[row[0]].value(), row[1]) << row[0];
+    EXPECT_EQ(settings[row[0]].origin(), row[2]) << row[0];
+  }
   daemon.Signal(SIGTERM);
   EXPECT_EQ(daemon.Wait(), 0);
 }
