@@ -208,7 +208,7 @@ CacheClient::CacheClient(CacheClientOptions options)
   fs.local_dir = options_.local_dir;
   fs.host = options_.host;
   fs.failed_ttl = options_.failed_ttl;
-  fs.clock = options_.clock;
+  fs.env = options_.env;
   filesystem_ = std::make_unique<FilesystemBackend>(std::move(fs));
 }
 
@@ -221,6 +221,7 @@ Backend& CacheClient::Daemon() {
     o.address = ResolveDaemonAddress(options_.address);
     o.host = options_.host;
     o.rank = options_.rank;
+    o.env = options_.env;
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
         CredentialsFor(options_.tls);
     if (!credentials.ok()) {
@@ -268,7 +269,7 @@ absl::Status CacheClient::WriteMetrics() {
     absl::MutexLock lock(&mu_);
     counters = counters_;
     allocator = allocator_stats_;
-    last_metrics_ = options_.clock.now();
+    last_metrics_ = options_.env->Now();
   }
   return metrics_.Write(counters, allocator);
 }
@@ -276,7 +277,7 @@ absl::Status CacheClient::WriteMetrics() {
 void CacheClient::MaybeWriteMetrics() {
   {
     absl::MutexLock lock(&mu_);
-    if (options_.clock.now() - last_metrics_ < kMetricsInterval) return;
+    if (options_.env->Now() - last_metrics_ < kMetricsInterval) return;
   }
   if (absl::Status s = WriteMetrics(); !s.ok()) {
     Warn(absl::StrCat("writing metrics: ", s.message()));
@@ -416,10 +417,10 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::Attempt(Call& call) {
     return CompileFailedStatus(call.id, found->failure(), "");
   }
 
-  const absl::Time start = options_.clock.now();
+  const absl::Time start = options_.env->Now();
   absl::StatusOr<LockAnswer> answer = WithFallback<LockAnswer>(
       call, [&](Backend& b) { return b.Lock(call.id, options_.lock_timeout); });
-  const double waited = absl::ToDoubleSeconds(options_.clock.now() - start);
+  const double waited = absl::ToDoubleSeconds(options_.env->Now() - start);
   Count([&](CacheCounters& c) { c.wait_seconds += waited; });
   if (!answer.ok()) return unusable(answer.status());
   switch (answer->outcome) {
@@ -450,9 +451,9 @@ absl::StatusOr<CopyResult> CacheClient::RunCompile(Call& call, WorkDir& dir,
   const EntryKey& id = call.id;
   CompileJob job{std::string(NamespaceName(id.ns())), id.compiler_version(),
                  id.key(), dir.path(), dir.output_path()};
-  const absl::Time start = options_.clock.now();
+  const absl::Time start = options_.env->Now();
   CompileResult result = call.compile_fn(job);
-  call.compile_time = options_.clock.now() - start;
+  call.compile_time = options_.env->Now() - start;
   const double seconds = absl::ToDoubleSeconds(*call.compile_time);
   Count([&](CacheCounters& c) {
     ++c.compiles;
@@ -515,9 +516,9 @@ CacheResult CacheClient::Uncached(Call& call, WorkDir& dir,
 
 absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
     Call& call, std::unique_ptr<Lease> lease) {
-  absl::StatusOr<WorkDir> dir = WorkDir::Claim(
-      options_.debug_dir, call.id, options_.clock.now() + options_.lock_timeout,
-      options_.clock);
+  absl::StatusOr<WorkDir> dir =
+      WorkDir::Claim(options_.debug_dir, call.id,
+                     options_.env->Now() + options_.lock_timeout, options_.env);
   if (!dir.ok()) {
     lease.reset();  // abandoned: let the next waiter try
     if (!absl::IsDeadlineExceeded(dir.status())) return dir.status();

@@ -69,6 +69,7 @@
 #include "client/metrics.h"
 #include "config/defaults.h"
 #include "config/env.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -107,7 +108,7 @@ struct CacheClientOptions {
   // How long a failure recorded in fallback mode is in force (the daemon's
   // --failed_ttl default).
   absl::Duration failed_ttl = config::kFailedTtl;
-  Clock clock = RealClock();
+  Env *env = Env::Default();  // the clock, sleeps and threads
   // Receives warnings; default: one line on stderr.
   std::function<void(const std::string &)> warn;
 };

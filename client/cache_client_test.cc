@@ -40,6 +40,17 @@ bool Exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
+// The real Env, its wall clock `skew` ahead (a test moves past a retry-after).
+class SkewedClockEnv : public EnvWrapper {
+ public:
+  explicit SkewedClockEnv(const absl::Duration* skew)
+      : EnvWrapper(Env::Default()), skew_(skew) {}
+  absl::Time Now() override { return target()->Now() + *skew_; }
+
+ private:
+  const absl::Duration* const skew_;
+};
+
 class CacheClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,7 +62,7 @@ class CacheClientTest : public ::testing::Test {
     options_.debug_dir = root_ + "/debug";
     options_.metrics_dir = root_ + "/metrics";
     options_.lock_timeout = absl::Seconds(30);
-    options_.clock.now = [this] { return absl::Now() + skew_; };
+    options_.env = &skewed_;
     options_.warn = [this](const std::string& m) { warnings_.push_back(m); };
   }
 
@@ -84,6 +95,7 @@ class CacheClientTest : public ::testing::Test {
   std::string root_;
   CacheClientOptions options_;
   absl::Duration skew_ = absl::ZeroDuration();
+  SkewedClockEnv skewed_{&skew_};
   std::vector<std::string> warnings_;
   std::atomic<int> compiles_{0};
   CompileJob last_job_;
@@ -243,8 +255,8 @@ TEST_F(CacheClientTest, LockTimeoutCompilesHereWithAWarningNeverAnError) {
   options_.lock_timeout = absl::Seconds(1);
   auto client = NewClient();
   absl::StatusOr<EntryKey> id = EntryKey::Parse("neff", "1.0", "k4");
-  absl::StatusOr<FileLock> held =
-      LockEntry(root_ + "/local/locks", *id, absl::InfinitePast(), RealClock());
+  absl::StatusOr<FileLock> held = LockEntry(
+      root_ + "/local/locks", *id, absl::InfinitePast(), Env::Default());
   ASSERT_TRUE(held.ok() && held->held());
   absl::StatusOr<CacheResult> r =
       client->GetOrCompile("neff", "1.0", "k4", Writes("mine"));
@@ -266,8 +278,8 @@ TEST_F(CacheClientTest, LockTimeoutCompilesHereWithAWarningNeverAnError) {
 // served.
 TEST_F(CacheClientTest, EntryFoundTornWhileRanksWaitIsRecompiledOnce) {
   absl::StatusOr<EntryKey> id = EntryKey::Parse("neff", "1.0", "k7");
-  absl::StatusOr<FileLock> held =
-      LockEntry(root_ + "/local/locks", *id, absl::InfinitePast(), RealClock());
+  absl::StatusOr<FileLock> held = LockEntry(
+      root_ + "/local/locks", *id, absl::InfinitePast(), Env::Default());
   ASSERT_TRUE(held.ok() && held->held());
   auto client = NewClient();
   std::vector<absl::StatusOr<CacheResult>> results(4);
@@ -309,7 +321,7 @@ TEST_F(CacheClientTest, WholeOutputLeftByALostLeaseIsAdoptedNotRecompiled) {
   absl::StatusOr<EntryKey> id = EntryKey::Parse("neff", "1.0", "k5");
   {
     absl::StatusOr<WorkDir> dir = WorkDir::Claim(
-        options_.debug_dir, *id, absl::InfinitePast(), RealClock());
+        options_.debug_dir, *id, absl::InfinitePast(), Env::Default());
     ASSERT_TRUE(dir.ok()) << dir.status();
     WriteFile(dir->output_path(), "compiled before the daemon died");
     ASSERT_TRUE(dir->MarkComplete(*id).ok());

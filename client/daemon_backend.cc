@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -16,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "client/daemon_channel.h"
 #include "grpcpp/grpcpp.h"
 #include "store/file_util.h"
 #include "store/liveness.h"
@@ -49,10 +49,7 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view address,
 }
 
 std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() +
-                        absl::ToChronoMilliseconds(timeout));
-  return context;
+  return ContextWithTimeout(timeout);
 }
 
 // Staged names: "{key prefix}.{pid}.{n}-{64 random bits}.staged", a valid
@@ -101,9 +98,10 @@ class DaemonBackend::DaemonLease : public Lease {
       : backend_(backend), id_(std::move(id)), lease_(std::move(lease)) {
     const absl::Duration every = std::max(
         absl::Milliseconds(lease_.ttl_ms()) / 3, absl::Milliseconds(50));
-    heartbeat_ = std::thread([this, every] {
-      if (!HoldOnStream(every)) KeepAliveByCalls(every);
-    });
+    heartbeat_ =
+        backend_->options_.env->StartThread("neffd-heartbeat", [this, every] {
+          if (!HoldOnStream(every)) KeepAliveByCalls(every);
+        });
   }
 
   ~DaemonLease() override {
@@ -183,7 +181,7 @@ class DaemonBackend::DaemonLease : public Lease {
       absl::MutexLock lock(&stream_mu_);
       if (stream_context_ != nullptr) stream_context_->TryCancel();
     }
-    heartbeat_.join();
+    heartbeat_.Join();
   }
 
   // Keeps the lease on a Hold stream, so that the daemon revokes it the
@@ -266,7 +264,7 @@ class DaemonBackend::DaemonLease : public Lease {
   absl::Notification stop_;
   absl::Mutex stream_mu_;
   grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
-  std::thread heartbeat_;
+  EnvThread heartbeat_;
 };
 
 DaemonBackend::DaemonBackend(DaemonBackendOptions options,

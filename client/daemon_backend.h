@@ -26,6 +26,7 @@
 #include "client/backend.h"
 #include "grpcpp/channel.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -39,6 +40,7 @@ struct DaemonBackendOptions {
   absl::Duration publish_timeout = absl::Hours(1);
   // hlo entries up to this size are sent inline.
   uint64_t max_inline_bytes = uint64_t{16} << 20;
+  Env* env = Env::Default();  // starts each lease's heartbeat thread
 };
 
 class DaemonBackend : public Backend {

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "config/env.h"
+#include "grpc/support/time.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "store/file_util.h"
@@ -70,6 +71,15 @@ std::shared_ptr<grpc::Channel> ConnectToDaemon(
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(target, credentials, args);
+}
+
+std::unique_ptr<grpc::ClientContext> ContextWithTimeout(
+    absl::Duration timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(gpr_time_add(
+      gpr_now(GPR_CLOCK_MONOTONIC),
+      gpr_time_from_micros(absl::ToInt64Microseconds(timeout), GPR_TIMESPAN)));
+  return context;
 }
 
 }  // namespace neffd

@@ -19,7 +19,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
 
 namespace neffd {
@@ -55,6 +57,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(
 std::shared_ptr<grpc::Channel> ConnectToDaemon(
     const std::string& address,
     std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+
+// A call's context whose deadline is `timeout` from now on gRPC's own
+// monotonic clock: gRPC keeps deadlines on its clock, not an Env's.
+std::unique_ptr<grpc::ClientContext> ContextWithTimeout(absl::Duration timeout);
 
 }  // namespace neffd
 

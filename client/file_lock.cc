@@ -7,35 +7,29 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 
 namespace neffd {
 
-Clock RealClock() {
-  return Clock{[] { return absl::Now(); },
-               [](absl::Duration d) { absl::SleepFor(d); }};
-}
-
 absl::StatusOr<FileLock> FileLock::Acquire(UniqueFd fd, absl::Time deadline,
-                                           const Clock &clock) {
+                                           Env *env) {
   absl::Duration backoff = absl::Milliseconds(1);
   for (;;) {
     if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return FileLock(std::move(fd));
     if (errno == EINTR) continue;
     if (errno != EWOULDBLOCK) return absl::ErrnoToStatus(errno, "flock");
-    const absl::Time now = clock.now();
+    const absl::Time now = env->Now();
     if (now >= deadline) return FileLock();
-    clock.sleep(std::min(backoff, deadline - now));
+    env->SleepFor(std::min(backoff, deadline - now));
     backoff = std::min(backoff * 2, absl::Milliseconds(50));
   }
 }
 
 absl::StatusOr<FileLock> LockEntry(const std::string &locks_dir,
                                    const EntryKey &id, absl::Time deadline,
-                                   const Clock &clock) {
+                                   Env *env) {
   absl::StatusOr<UniqueFd> fd = OpenLockFile(locks_dir, id);
   if (!fd.ok()) return fd.status();
-  return FileLock::Acquire(*std::move(fd), deadline, clock);
+  return FileLock::Acquire(*std::move(fd), deadline, env);
 }
 
 }  // namespace neffd

@@ -1,11 +1,11 @@
 // client/file_lock.h
 //
 // Exclusive flock(2) locks for the client's fallback mode and compile
-// directories, and the clock they wait with. A FileLock owns the descriptor
+// directories. A FileLock owns the descriptor
 // that holds the lock; the kernel drops the lock when the descriptor is
 // closed, including when the process dies, so a killed holder never wedges a
 // key. Waiting is polling with a back-off (1 ms doubling to 50 ms) on the
-// injected Clock, so tests can bound it.
+// given Env's clock, so tests can bound it.
 //
 // The lock file is the one the daemon locks for its leases
 // (store/lock_paths.h), so the daemon and daemon-less processes exclude each
@@ -21,18 +21,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 #include "store/file_util.h"
 #include "store/lock_paths.h"
 
 namespace neffd {
-
-struct Clock {
-  std::function<absl::Time()> now;
-  std::function<void(absl::Duration)> sleep;
-};
-
-// absl::Now and absl::SleepFor.
-Clock RealClock();
 
 class FileLock {
  public:
@@ -49,7 +42,7 @@ class FileLock {
   // (absl::InfinitePast: one try). Returns a held lock, or an unheld one if
   // the deadline passed with the lock held elsewhere.
   static absl::StatusOr<FileLock> Acquire(UniqueFd fd, absl::Time deadline,
-                                          const Clock &clock);
+                                          Env *env);
 
  private:
   explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
@@ -60,7 +53,7 @@ class FileLock {
 // as FileLock::Acquire does.
 absl::StatusOr<FileLock> LockEntry(const std::string &locks_dir,
                                    const EntryKey &id, absl::Time deadline,
-                                   const Clock &clock);
+                                   Env *env);
 
 }  // namespace neffd
 

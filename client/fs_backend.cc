@@ -6,21 +6,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace neffd {
-namespace {
-
-// Env::Default() telling the time by the backend's clock (tests skew it).
-class ClockEnv : public EnvWrapper {
- public:
-  explicit ClockEnv(Clock clock)
-      : EnvWrapper(Env::Default()), clock_(std::move(clock)) {}
-  absl::Time Now() override { return clock_.now(); }
-  void SleepFor(absl::Duration duration) override { clock_.sleep(duration); }
-
- private:
-  const Clock clock_;
-};
-
-}  // namespace
 
 // Holds the entry's lock file; the lock drops when the lease is destroyed.
 class FilesystemBackend::FsLease : public Lease {
@@ -60,8 +45,7 @@ class FilesystemBackend::FsLease : public Lease {
 };
 
 FilesystemBackend::FilesystemBackend(FilesystemBackendOptions options)
-    : options_(std::move(options)),
-      env_(std::make_unique<ClockEnv>(options_.clock)) {}
+    : options_(std::move(options)) {}
 
 absl::StatusOr<Store*> FilesystemBackend::StoreFor(Namespace ns) {
   absl::MutexLock lock(&mu_);
@@ -73,7 +57,7 @@ absl::StatusOr<Store*> FilesystemBackend::StoreFor(Namespace ns) {
     o.ns = ns;
     o.host_id = options_.host;
     o.failed_ttl = options_.failed_ttl;
-    o.env = env_.get();
+    o.env = options_.env;
     absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(o);
     if (!opened.ok()) return opened.status();
     store = *std::move(opened);
@@ -138,13 +122,12 @@ absl::StatusOr<LockAnswer> FilesystemBackend::Lock(const EntryKey& id,
   if (!answered.ok()) return answered.status();
   if (*answered) return answer;
   const absl::Time deadline = wait > absl::ZeroDuration()
-                                  ? options_.clock.now() + wait
+                                  ? options_.env->Now() + wait
                                   : absl::InfinitePast();
   bool checked_unlocked = false;
   for (;;) {
-    absl::StatusOr<FileLock> lock =
-        LockEntry(absl::StrCat(options_.local_dir, "/locks"), id, deadline,
-                  options_.clock);
+    absl::StatusOr<FileLock> lock = LockEntry(
+        absl::StrCat(options_.local_dir, "/locks"), id, deadline, options_.env);
     if (!lock.ok()) return lock.status();
     if (!lock->held()) {
       answer.outcome = wait > absl::ZeroDuration() ? v1::LockResponse::TIMED_OUT

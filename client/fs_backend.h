@@ -28,6 +28,7 @@
 #include "client/backend.h"
 #include "client/file_lock.h"
 #include "config/defaults.h"
+#include "store/env.h"
 #include "store/store.h"
 
 namespace neffd {
@@ -38,7 +39,7 @@ struct FilesystemBackendOptions {
   std::string local_dir;  // locks live in {local_dir}/locks
   std::string host;
   absl::Duration failed_ttl = config::kFailedTtl;
-  Clock clock = RealClock();
+  Env* env = Env::Default();  // the filesystem and the clock
 };
 
 class FilesystemBackend : public Backend {
@@ -56,8 +57,6 @@ class FilesystemBackend : public Backend {
                                               Store::OnDamage on_damage);
 
   const FilesystemBackendOptions options_;
-  // The filesystem, with options_.clock as its clock, for the stores.
-  const std::unique_ptr<Env> env_;
   absl::Mutex mu_;
   std::unique_ptr<Store> neff_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Store> hlo_ ABSL_GUARDED_BY(mu_);

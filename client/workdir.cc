@@ -63,7 +63,7 @@ std::string WorkDir::BaseFor(const std::string& debug_dir, Namespace ns) {
 
 absl::StatusOr<WorkDir> WorkDir::Claim(const std::string& debug_dir,
                                        const EntryKey& id, absl::Time deadline,
-                                       const Clock& clock) {
+                                       Env* env) {
   const std::string base = BaseFor(debug_dir, id.ns());
   if (absl::Status s = MakeDirs(base); !s.ok()) return s;
   const std::string path = absl::StrCat(base, "/", id.key());
@@ -72,7 +72,7 @@ absl::StatusOr<WorkDir> WorkDir::Claim(const std::string& debug_dir,
     if (!fd.ok()) return fd.status();
     if (!fd->valid()) continue;  // removed between mkdir and open
     absl::StatusOr<FileLock> lock =
-        FileLock::Acquire(*std::move(fd), deadline, clock);
+        FileLock::Acquire(*std::move(fd), deadline, env);
     if (!lock.ok()) return lock.status();
     if (!lock->held()) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -98,7 +98,7 @@ absl::StatusOr<WorkDir> WorkDir::Private(const std::string& debug_dir,
   absl::StatusOr<UniqueFd> fd = OpenDir(path);
   if (!fd.ok()) return fd.status();
   absl::StatusOr<FileLock> lock =
-      FileLock::Acquire(*std::move(fd), absl::InfinitePast(), RealClock());
+      FileLock::Acquire(*std::move(fd), absl::InfinitePast(), Env::Default());
   if (!lock.ok()) return lock.status();
   return WorkDir(path, id.ns(), *std::move(lock), true);
 }

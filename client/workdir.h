@@ -33,6 +33,7 @@
 #include "client/file_lock.h"
 #include "store/digest.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -48,7 +49,7 @@ class WorkDir {
   // another process owns it. DeadlineExceeded if it stayed owned.
   static absl::StatusOr<WorkDir> Claim(const std::string& debug_dir,
                                        const EntryKey& id, absl::Time deadline,
-                                       const Clock& clock);
+                                       Env* env);
   // A new directory of this process's own, {key}.{pid}.{n}, for a compile
   // whose output may be returned uncached: nobody else will clear it.
   static absl::StatusOr<WorkDir> Private(const std::string& debug_dir,

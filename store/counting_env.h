@@ -10,7 +10,8 @@
 // descriptor's cached attributes (write, fsync of a file, fstat, flock,
 // statvfs) are counted by kind but are not metadata operations.
 //
-// Calls are counted when they are made, whether or not they succeed.
+// Calls are counted when they are made, whether or not they succeed. It
+// also counts the threads started through it (threads_started()).
 // Thread-safe.
 #ifndef NEFFD_STORE_COUNTING_ENV_H_
 #define NEFFD_STORE_COUNTING_ENV_H_
@@ -18,6 +19,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 #include "store/env.h"
 
@@ -34,6 +37,15 @@ class CountingEnv : public EnvWrapper {
     return calls_[static_cast<int>(op)].load(std::memory_order_relaxed);
   }
   uint64_t metadata_ops() const;
+  uint64_t threads_started() const {
+    return threads_started_.load(std::memory_order_relaxed);
+  }
+
+  EnvThread StartThread(absl::string_view name,
+                        std::function<void()> body) override {
+    threads_started_.fetch_add(1, std::memory_order_relaxed);
+    return EnvWrapper::StartThread(name, std::move(body));
+  }
 
  protected:
   absl::Status BeforeCall(const FsCall &call) override {
@@ -43,6 +55,7 @@ class CountingEnv : public EnvWrapper {
 
  private:
   std::array<std::atomic<uint64_t>, kNumFsOps> calls_{};
+  std::atomic<uint64_t> threads_started_{0};
 };
 
 }  // namespace neffd

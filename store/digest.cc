@@ -11,7 +11,6 @@
 #include <deque>
 #include <functional>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -218,20 +217,22 @@ absl::Status CopyWithoutHash(int in_fd, int out_fd, uint64_t size,
 // next ones: one more is started only when every one is busy, and each is
 // kept for the process's life, so a copy starts no thread once the
 // process has had as many copies at once before. Each thread keeps its
-// ring of buffers for its life too.
+// ring of buffers for its life too. A thread is started through the Env of
+// the copy that needed it, and detached.
 class WriterPool {
  public:
   static WriterPool &Get() {
     static WriterPool *const pool = new WriterPool;  // never destroyed
     return *pool;
   }
-  // Runs `job` on an idle writer thread (starting one if none is idle).
-  void Run(std::function<void()> job) {
+  // Runs `job` on an idle writer thread (starting one through `env` if none
+  // is idle).
+  void Run(Env *env, std::function<void()> job) {
     absl::MutexLock lock(&mu_);
     jobs_.push_back(std::move(job));
     if (jobs_.size() > idle_) {
       ++idle_;  // counted idle until it takes its first job
-      std::thread([this] { Loop(); }).detach();
+      env->StartThread("neffd-copy", [this] { Loop(); }).Detach();
     }
     wake_.Signal();
   }
@@ -275,7 +276,7 @@ class WritePipeline {
  public:
   WritePipeline(int out_fd, absl::string_view what, Env *env)
       : state_(std::make_shared<State>(out_fd, what, env)) {
-    WriterPool::Get().Run([state = state_] { state->WriteLoop(); });
+    WriterPool::Get().Run(env, [state = state_] { state->WriteLoop(); });
   }
   ~WritePipeline() { (void)Close(); }
 

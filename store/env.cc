@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -224,6 +225,17 @@ class PosixEnv : public Env {
   }
 
   void SleepFor(absl::Duration duration) override { absl::SleepFor(duration); }
+
+  EnvThread StartThread(absl::string_view name,
+                        std::function<void()> body) override {
+    // Linux's limit: 15 bytes and the terminating NUL.
+    std::string comm(name.substr(0, 15));
+    return EnvThread(
+        std::thread([comm = std::move(comm), body = std::move(body)] {
+          pthread_setname_np(pthread_self(), comm.c_str());
+          body();
+        }));
+  }
 };
 
 }  // namespace

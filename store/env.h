@@ -1,12 +1,12 @@
 // store/env.h
 //
-// Env is the one door through which the store library, the daemon's local
-// tier and its lock files reach the filesystem and the clock, in the manner
-// of LevelDB's include/leveldb/env.h. Env::Default() is POSIX and absl's
-// clock. Everything else wraps an Env (EnvWrapper): CountingEnv counts the
-// calls (the store's metadata-op figures come from it, store/counting_env.h),
-// and tests slow, fail or stall chosen calls or move the clock by hand
-// (store/testing/).
+// Env is the one door through which the store library, the daemon and the
+// client reach the filesystem, the clock and new threads, in the manner of
+// LevelDB's include/leveldb/env.h. Env::Default() is POSIX, absl's clock
+// and std::thread. Everything else wraps an Env (EnvWrapper): CountingEnv
+// counts the calls (the store's metadata-op figures come from it,
+// store/counting_env.h), and tests slow, fail or stall chosen calls or move the
+// clock by hand (store/testing/).
 //
 // The contract every implementation keeps:
 //  - Each call names the file it is about: a path, or for a call on an open
@@ -20,6 +20,8 @@
 //    in bulk); it is written through Write, or copied between descriptors
 //    inside the kernel through CopyRange (a write as wrappers see it:
 //    FsOp::kWrite), so a test can fail a write.
+//  - Every thread production code starts is an Env's (StartThread), so a
+//    test sees and counts them, and `top -H` names them.
 //  - All methods are thread-safe.
 #ifndef NEFFD_STORE_ENV_H_
 #define NEFFD_STORE_ENV_H_
@@ -29,7 +31,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -79,6 +84,33 @@ struct FsCall {
 // The status a call that failed with `err` returns:
 // "{op} {path}[ to {target}]: {strerror}", coded by absl::ErrnoToStatus.
 absl::Status FsCallError(const FsCall &call, int err);
+
+// A thread an Env started. Joined by Join() or, if still joinable, by the
+// destructor (never std::terminate); Detach() lets it run to its end alone.
+// Move-only.
+class EnvThread {
+ public:
+  EnvThread() = default;
+  explicit EnvThread(std::thread thread) : thread_(std::move(thread)) {}
+  EnvThread(EnvThread &&) = default;
+  EnvThread &operator=(EnvThread &&other) {
+    Join();
+    thread_ = std::move(other.thread_);
+    return *this;
+  }
+  ~EnvThread() { Join(); }
+
+  bool joinable() const { return thread_.joinable(); }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void Detach() {
+    if (thread_.joinable()) thread_.detach();
+  }
+
+ private:
+  std::thread thread_;
+};
 
 class Env {
  public:
@@ -149,6 +181,13 @@ class Env {
   // measuring intervals that wall-clock steps must not distort.
   virtual absl::Duration MonotonicNow() = 0;
   virtual void SleepFor(absl::Duration duration) = 0;
+
+  // --- Threads ---
+
+  // Runs `body` on a new thread named `name` (what `top -H`, gdb and
+  // /proc/PID/task/*/comm show; cut to 15 bytes).
+  virtual EnvThread StartThread(absl::string_view name,
+                                std::function<void()> body) = 0;
 };
 
 // Forwards every call to another Env, after BeforeCall has seen it: the base
@@ -190,6 +229,10 @@ class EnvWrapper : public Env {
   absl::Duration MonotonicNow() override { return target_->MonotonicNow(); }
   void SleepFor(absl::Duration duration) override {
     target_->SleepFor(duration);
+  }
+  EnvThread StartThread(absl::string_view name,
+                        std::function<void()> body) override {
+    return target_->StartThread(name, std::move(body));
   }
 
  protected:

@@ -179,6 +179,24 @@ TEST_F(EnvTest, ManualClockMovesOnlyWhenTold) {
   EXPECT_EQ(clock.MonotonicNow(), absl::Seconds(5));  // ...monotonic doesn't
 }
 
+TEST_F(EnvTest, StartThreadRunsTheBodyUnderItsNameAndIsCounted) {
+  CountingEnv counting(env_);
+  std::string comm;
+  EnvThread thread = counting.StartThread("neffd-a-long-thread-name", [&] {
+    std::ifstream in("/proc/thread-self/comm");
+    std::getline(in, comm);
+  });
+  thread.Join();
+  EXPECT_EQ(comm, "neffd-a-long-th");  // the kernel's 15 bytes
+  EXPECT_EQ(counting.threads_started(), 1u);
+  // A thread still running when its handle goes is joined, not terminated.
+  bool ran = false;
+  {
+    EnvThread scoped = env_->StartThread("scoped", [&] { ran = true; });
+  }
+  EXPECT_TRUE(ran);
+}
+
 TEST_F(EnvTest, StoreHitPathCostsTwoStatsAndAMissOneOpen) {
   StoreOptions options;
   options.root = dir_ + "/store";

@@ -14,7 +14,9 @@
 #                                               the annotated libraries;
 #                                               layering.sh, nothing outside
 #                                               daemon/ uses daemon/, and
-#                                               visibility enforces it)
+#                                               visibility enforces it;
+#                                               env_only.sh, no clock or
+#                                               thread outside the Env)
 #   1. bazel test --config=asan //...          (builds every target under
 #                                               ASan + UBSan with gcc and
 #                                               -Werror, which is the compile
@@ -138,6 +140,7 @@ run_check() {
 run_check format.sh
 run_check thread_safety.sh
 run_check layering.sh
+run_check env_only.sh
 stage checks
 
 # What `bazel test //...` runs: every test target but the manual ones.

@@ -14,7 +14,7 @@ namespace {
 
 constexpr uint32_t kPageSize = 1000;
 constexpr size_t kMaxRecordBytes = 1 << 20;
-constexpr auto kCallTimeout = std::chrono::seconds(30);
+constexpr absl::Duration kCallTimeout = absl::Seconds(30);
 
 void AddRecord(const std::string& key, absl::string_view json,
                std::vector<CachedKey>& out) {
@@ -31,10 +31,13 @@ bool FromDaemon(const CacheClientOptions& options,
   request.set_namespace_("neff");
   request.set_page_size(kPageSize);
   do {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
     v1::ListEntriesResponse response;
-    if (!admin->ListEntries(&context, request, &response).ok()) return false;
+    if (!admin
+             ->ListEntries(ContextWithTimeout(kCallTimeout).get(), request,
+                           &response)
+             .ok()) {
+      return false;
+    }
     for (const v1::EntryInfo& info : response.entries()) {
       auto record = info.entry().metadata().find(kKeyInputsMetadata);
       if (record != info.entry().metadata().end()) {

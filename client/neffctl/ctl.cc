@@ -11,9 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "client/daemon_channel.h"
 #include "google/protobuf/util/json_util.h"
+#include "store/env.h"
 
 namespace neffd::ctl {
 
@@ -121,7 +121,8 @@ std::string RetryAfter(const v1::Failure& failure) {
 
 std::string Ago(int64_t unix_ms) {
   if (unix_ms <= 0) return "never";
-  return HumanDuration(absl::Now() - absl::FromUnixMillis(unix_ms)) + " ago";
+  return HumanDuration(Env::Default()->Now() - absl::FromUnixMillis(unix_ms)) +
+         " ago";
 }
 
 namespace {
@@ -191,10 +192,7 @@ Ctl::Ctl(std::string address, std::string admin_address,
 
 std::unique_ptr<grpc::ClientContext> Ctl::Context(
     absl::Duration timeout) const {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() +
-                        absl::ToChronoMilliseconds(timeout));
-  return context;
+  return ContextWithTimeout(timeout);
 }
 
 }  // namespace neffd::ctl

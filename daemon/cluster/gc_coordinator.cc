@@ -73,14 +73,16 @@ GcCoordinator::GcCoordinator(GcCoordinatorOptions options, Catalog* catalog,
 GcCoordinator::~GcCoordinator() { Stop(); }
 
 void GcCoordinator::Start() {
-  keeper_ = std::thread([this] { KeepLeases(); });
-  runner_ = std::thread([this] { RunPeriodically(); });
+  keeper_ = options_.host_env->StartThread("neffd-gc-lease",
+                                           [this] { KeepLeases(); });
+  runner_ =
+      options_.host_env->StartThread("neffd-gc", [this] { RunPeriodically(); });
 }
 
 void GcCoordinator::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (runner_.joinable()) runner_.join();
-  if (keeper_.joinable()) keeper_.join();
+  runner_.Join();
+  keeper_.Join();
   // A clean shutdown hands the lease over at once rather than after the TTL.
   for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) Release(ns);
   for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {

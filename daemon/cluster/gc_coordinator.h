@@ -35,7 +35,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -142,8 +141,8 @@ class GcCoordinator {
   absl::flat_hash_map<Namespace, LastSweep> last_sweep_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;
-  std::thread keeper_;
-  std::thread runner_;
+  EnvThread keeper_;
+  EnvThread runner_;
 };
 
 }  // namespace neffd

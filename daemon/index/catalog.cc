@@ -9,12 +9,12 @@ struct Catalog::Probe {
   FindResult result = std::nullopt;
 };
 
-Catalog::Catalog(Store* neff_store, Store* hlo_store, Index* index,
-                 std::function<absl::Time()> now, absl::Duration revalidate)
+Catalog::Catalog(Store* neff_store, Store* hlo_store, Index* index, Env* env,
+                 absl::Duration revalidate)
     : neff_store_(neff_store),
       hlo_store_(hlo_store),
       index_(index),
-      now_(std::move(now)),
+      env_(env),
       revalidate_(revalidate) {}
 
 void Catalog::Invalidate(const std::string& canonical) {
@@ -30,7 +30,7 @@ Store& Catalog::StoreFor(const EntryKey& id) const { return StoreFor(id.ns()); }
 
 void Catalog::Touch(const std::string& canonical) {
   absl::MutexLock lock(&mu_);
-  accessed_[canonical] = now_();
+  accessed_[canonical] = env_->Now();
 }
 
 Catalog::FindResult Catalog::Find(const EntryKey& id) {
@@ -38,7 +38,7 @@ Catalog::FindResult Catalog::Find(const EntryKey& id) {
   uint64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = now_();
+    const absl::Time now = env_->Now();
     auto it = hot_.find(canonical);
     if (it != hot_.end() && now - it->second.validated < revalidate_) {
       accessed_[canonical] = now;
@@ -54,7 +54,7 @@ Catalog::FindResult Catalog::Find(const EntryKey& id) {
                           r.verified_mtime_ns(), r.verified_ctime_ns()};
     if (StoreFor(id).StillValid(id, verified)) {
       absl::MutexLock lock(&mu_);
-      const absl::Time now = now_();
+      const absl::Time now = env_->Now();
       accessed_[canonical] = now;
       if (generation == generation_) hot_[canonical] = Hot{now, r.entry()};
       return std::move(*r.mutable_entry());
@@ -113,7 +113,7 @@ absl::Status Catalog::Record(const EntryKey& id, const StoredEntry& stored) {
   record.set_verified_inode(stored.identity.inode);
   record.set_verified_mtime_ns(stored.identity.mtime_ns);
   record.set_verified_ctime_ns(stored.identity.ctime_ns);
-  record.set_last_access_unix_ms(absl::ToUnixMillis(now_()));
+  record.set_last_access_unix_ms(absl::ToUnixMillis(env_->Now()));
   absl::Status written = index_->Put(id, record);
   if (!written.ok()) ++index_write_failures_;
   return written;
@@ -157,7 +157,7 @@ absl::Status Catalog::FlushAccessTimes() {
   {
     absl::MutexLock lock(&mu_);
     batch.swap(accessed_);
-    const absl::Time now = now_();
+    const absl::Time now = env_->Now();
     absl::erase_if(hot_, [&](const auto& kv) {
       return now - kv.second.validated >= revalidate_;
     });

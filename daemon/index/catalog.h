@@ -37,16 +37,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/index/index.h"
+#include "store/env.h"
 #include "store/store.h"
 
 namespace neffd {
 
 class Catalog {
  public:
-  Catalog(
-      Store* neff_store, Store* hlo_store, Index* index,
-      std::function<absl::Time()> now = [] { return absl::Now(); },
-      absl::Duration revalidate = absl::Seconds(1));
+  Catalog(Store* neff_store, Store* hlo_store, Index* index,
+          Env* env = Env::Default(),
+          absl::Duration revalidate = absl::Seconds(1));
 
   Store& StoreFor(const EntryKey& id) const;
   Store& StoreFor(Namespace ns) const;
@@ -115,7 +115,7 @@ class Catalog {
   Store* const neff_store_;
   Store* const hlo_store_;
   Index* const index_;
-  const std::function<absl::Time()> now_;
+  Env* const env_;  // the clock
   const absl::Duration revalidate_;
   AccessObserver access_observer_;
   AdoptionObserver adoption_observer_;

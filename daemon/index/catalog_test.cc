@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "store/digest.h"
+#include "store/testing/manual_clock_env.h"
 #include "tests/harness/temp_dir.h"
 
 namespace neffd {
@@ -28,7 +29,7 @@ class CatalogTest : public ::testing::Test {
     hlo_ = *Store::Open(options);
     index_ = *Index::Open(root_ + "/index");
     catalog_ = std::make_unique<Catalog>(neff_.get(), hlo_.get(), index_.get(),
-                                         [this] { return now_; });
+                                         &clock_);
   }
 
   // Publishes `bytes` under `id_` and indexes it, as Publish does.
@@ -46,7 +47,7 @@ class CatalogTest : public ::testing::Test {
   }
 
   std::string root_;
-  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
+  ManualClockEnv clock_{absl::FromUnixSeconds(1'700'000'000)};
   const EntryKey id_ = *EntryKey::Parse("neff", "2.19", "k1");
   std::unique_ptr<Store> neff_, hlo_;
   std::unique_ptr<Index> index_;
@@ -57,9 +58,9 @@ TEST_F(CatalogTest, DamageIsNoticedWhenTheWindowEnds) {
   Publish(std::string(4096, 'x'));
   ASSERT_TRUE(Hit());
   ASSERT_EQ(truncate(neff_->ArtifactPath(id_).c_str(), 100), 0);
-  now_ += absl::Milliseconds(500);
+  clock_.Advance(absl::Milliseconds(500));
   EXPECT_TRUE(Hit());  // validated 0.5 s ago: no stat yet
-  now_ += absl::Milliseconds(600);
+  clock_.Advance(absl::Milliseconds(600));
   EXPECT_FALSE(Hit());  // re-checked, quarantined by the store
   EXPECT_FALSE(Hit());
 }
@@ -76,10 +77,10 @@ TEST_F(CatalogTest, ForgetEndsAHotEntryAtOnce) {
 TEST_F(CatalogTest, HotEntriesExpireFromMemoryButStayIndexed) {
   Publish(std::string(4096, 'x'));
   ASSERT_TRUE(Hit());
-  now_ += absl::Seconds(5);
+  clock_.Advance(absl::Seconds(5));
   ASSERT_TRUE(catalog_->FlushAccessTimes().ok());
   EXPECT_TRUE(Hit());
-  EXPECT_EQ(catalog_->LastServed(id_), now_);
+  EXPECT_EQ(catalog_->LastServed(id_), clock_.Now());
 }
 
 }  // namespace

@@ -2,12 +2,12 @@
 
 #include <utility>
 
-#include "absl/time/clock.h"
-
 namespace neffd {
 
-IoWorkers::IoWorkers(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+IoWorkers::IoWorkers(int threads, Env* env) : env_(env) {
+  for (int i = 0; i < threads; ++i) {
+    threads_.push_back(env->StartThread("neffd-lock-io", [this] { Work(); }));
+  }
 }
 
 IoWorkers::~IoWorkers() {
@@ -18,7 +18,7 @@ IoWorkers::~IoWorkers() {
     dropped.swap(queue_);
     changed_.SignalAll();
   }
-  for (std::thread& t : threads_) t.join();
+  for (EnvThread& t : threads_) t.Join();
 }
 
 void IoWorkers::Run(std::function<void()> call) {
@@ -58,12 +58,13 @@ void IoWorkers::Batch::Add(std::function<void()> call) {
 }
 
 bool IoWorkers::Batch::WaitFor(absl::Duration limit) {
-  const absl::Time deadline = absl::Now() + limit;
+  Env* const env = workers_->env_;
+  const absl::Duration end = env->MonotonicNow() + limit;
   absl::MutexLock lock(&pending_->mu);
   while (pending_->running > 0) {
-    if (pending_->done.WaitWithDeadline(&pending_->mu, deadline)) {
-      return pending_->running == 0;  // timed out
-    }
+    const absl::Duration left = end - env->MonotonicNow();
+    if (left <= absl::ZeroDuration()) return false;
+    pending_->done.WaitWithTimeout(&pending_->mu, left);
   }
   return true;
 }

@@ -8,6 +8,7 @@
 // work due (the table never queues a second call for a key whose first is
 // still running).
 //
+// The workers are `env`'s threads; Batch::WaitFor measures on its clock.
 // Thread-safe. The destructor waits for the running calls and drops the
 // queued ones.
 #ifndef NEFFD_DAEMON_LOCKS_IO_WORKERS_H_
@@ -16,18 +17,18 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "store/env.h"
 
 namespace neffd {
 
 class IoWorkers {
  public:
-  explicit IoWorkers(int threads);
+  IoWorkers(int threads, Env* env);
   ~IoWorkers();
   IoWorkers(const IoWorkers&) = delete;
   IoWorkers& operator=(const IoWorkers&) = delete;
@@ -64,7 +65,8 @@ class IoWorkers {
   absl::CondVar changed_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  Env* const env_;
+  std::vector<EnvThread> threads_;  // last: start once the fields exist
 };
 
 }  // namespace neffd

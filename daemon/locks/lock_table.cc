@@ -32,7 +32,8 @@ std::string HolderKey(const HolderInfo& holder) {
 }  // namespace
 
 LockTable::LockTable(LockTableOptions options)
-    : options_(std::move(options)), io_(std::max(1, options_.io_threads)) {}
+    : options_(std::move(options)),
+      io_(std::max(1, options_.io_threads), options_.env) {}
 
 LockTable::~LockTable() = default;
 

@@ -4,7 +4,8 @@
 
 namespace neffd {
 
-Answerer::Answerer() : thread_([this] { Loop(); }) {}
+Answerer::Answerer(Env* env)
+    : thread_(env->StartThread("neffd-answerer", [this] { Loop(); })) {}
 
 Answerer::~Answerer() {
   {
@@ -12,7 +13,7 @@ Answerer::~Answerer() {
     stopping_ = true;
     wake_.Signal();
   }
-  thread_.join();
+  thread_.Join();
 }
 
 Answerer::Ticket Answerer::Run(std::function<void()> job) {

@@ -1,11 +1,11 @@
 // daemon/publish/answerer.h
 //
 // Answerer runs the publisher's answers to a key's parked waiters on one
-// thread of its own, started with it and kept for its life: a publish goes
-// on to the shared store's copy and fsyncs while this host's waiters are
-// answered, and no publish starts a thread. Jobs run one at a time, in the
-// order they were given. Run() returns a Ticket; Ticket::Wait() returns once
-// that job has run (the publisher waits before the lease ends).
+// thread of its own (an Env's), started with it and kept for its life: a
+// publish goes on to the shared store's copy and fsyncs while this host's
+// waiters are answered, and no publish starts a thread. Jobs run one at a time,
+// in the order they were given. Run() returns a Ticket; Ticket::Wait() returns
+// once that job has run (the publisher waits before the lease ends).
 //
 // Thread-safe. The destructor runs every job already queued, then joins the
 // thread.
@@ -15,11 +15,11 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -38,7 +38,7 @@ class Answerer {
     std::shared_ptr<absl::Notification> done_;
   };
 
-  Answerer();
+  explicit Answerer(Env* env);
   ~Answerer();
   Answerer(const Answerer&) = delete;
   Answerer& operator=(const Answerer&) = delete;
@@ -56,7 +56,7 @@ class Answerer {
   absl::CondVar wake_;
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  EnvThread thread_;  // last: starts once the fields above exist
 };
 
 }  // namespace neffd

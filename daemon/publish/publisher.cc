@@ -56,12 +56,13 @@ Publisher::Publisher(PublisherOptions options, Catalog* catalog,
     : options_(std::move(options)),
       catalog_(catalog),
       locks_(locks),
-      tier_(tier) {}
+      tier_(tier),
+      answerer_(options_.env) {}
 
 absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
                                              const Artifact& artifact,
                                              PublishIntent* intent) {
-  const absl::Time started = options_.now();
+  const absl::Time started = options_.env->Now();
   if (absl::Status s = locks_->BeginPublish(artifact.lease_id, id); !s.ok()) {
     if (intent != nullptr) intent->End(false);
     return s;
@@ -97,7 +98,7 @@ absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
                {"bytes", published.entry.size()},
                {"lease", artifact.lease_id},
                {"since_publish_us",
-                absl::ToInt64Microseconds(options_.now() - started)}});
+                absl::ToInt64Microseconds(options_.env->Now() - started)}});
   }
   return published;
 }
@@ -128,32 +129,32 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
     local.set_size(artifact.size);
     local.set_sha256(artifact.sha256);
     local.set_producer_host(options_.host_id);
-    local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.now()));
+    local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.env->Now()));
     local.mutable_metadata()->insert(artifact.metadata.begin(),
                                      artifact.metadata.end());
     ingested = tier_->Ingest(id, local, artifact.staged_path, staged->get());
     if (ingested.ok()) {
       // The moment the verified NEFF is in place under its served name,
       // which bench/storm takes as the release in every protocol.
-      const absl::Time renamed = options_.now();
+      const absl::Time renamed = options_.env->Now();
       absl::StatusOr<v1::Entry> served = tier_->Get(id, local);
       if (served.ok()) {
-        answered =
-            answerer_.Run([this, id, served = *std::move(served),
-                           lease_id = artifact.lease_id, started, renamed] {
-              const absl::Time released = options_.now();
-              const size_t waiters = locks_->AnswerWaiters(lease_id, served);
-              // When the entry was released to this host's waiters and how
-              // long answering them all took (bench/storm measures the lock
-              // handoff from `released_unix_us`).
-              log::Info("waiters_answered",
-                        {{"entry", id.Canonical()},
-                         {"waiters", static_cast<uint64_t>(waiters)},
-                         {"since_publish_us",
-                          absl::ToInt64Microseconds(options_.now() - started)},
-                         {"released_unix_us", absl::ToUnixMicros(released)},
-                         {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
-            });
+        answered = answerer_.Run([this, id, served = *std::move(served),
+                                  lease_id = artifact.lease_id, started,
+                                  renamed] {
+          const absl::Time released = options_.env->Now();
+          const size_t waiters = locks_->AnswerWaiters(lease_id, served);
+          // When the entry was released to this host's waiters and how
+          // long answering them all took (bench/storm measures the lock
+          // handoff from `released_unix_us`).
+          log::Info("waiters_answered",
+                    {{"entry", id.Canonical()},
+                     {"waiters", static_cast<uint64_t>(waiters)},
+                     {"since_publish_us",
+                      absl::ToInt64Microseconds(options_.env->Now() - started)},
+                     {"released_unix_us", absl::ToUnixMicros(released)},
+                     {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
+        });
       }
     } else {
       // The store reads the staged file itself, from its start, and says

@@ -64,7 +64,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
@@ -72,6 +71,7 @@
 #include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/records.pb.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 #include "store/store.h"
 
 namespace neffd {
@@ -79,7 +79,8 @@ namespace neffd {
 struct PublisherOptions {
   // Recorded as the producer of what this host publishes.
   std::string host_id;
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // The clock and the answerer's thread.
+  Env* env = Env::Default();
   // Asked about each staged file before it is read (the staging quota,
   // daemon/publish/staging_quota.h); an error refuses the publish and
   // removes the staged file. Unset: no check.

@@ -27,7 +27,7 @@ CircuitBreaker::CircuitBreaker(CircuitBreakerOptions options)
 bool CircuitBreaker::Allow() {
   absl::MutexLock lock(&mu_);
   if (stats_.state == BreakerState::kOpen &&
-      options_.now() >= stats_.open_until) {
+      options_.env->Now() >= stats_.open_until) {
     stats_.state = BreakerState::kHalfOpen;
   }
   switch (stats_.state) {
@@ -69,7 +69,7 @@ void CircuitBreaker::Record(const absl::Status& outcome) {
 
 void CircuitBreaker::Open() {
   stats_.state = BreakerState::kOpen;
-  stats_.open_until = options_.now() + stats_.backoff;
+  stats_.open_until = options_.env->Now() + stats_.backoff;
   ++stats_.times_opened;
 }
 

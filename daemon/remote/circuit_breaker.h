@@ -29,8 +29,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "store/env.h"
 
 namespace neffd::remote {
 
@@ -38,7 +38,7 @@ struct CircuitBreakerOptions {
   int failure_threshold = 5;
   absl::Duration initial_backoff = absl::Seconds(5);
   absl::Duration max_backoff = absl::Minutes(5);
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  Env* env = Env::Default();  // the clock
 };
 
 enum class BreakerState { kClosed, kOpen, kHalfOpen };

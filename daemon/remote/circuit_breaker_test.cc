@@ -2,6 +2,7 @@
 
 #include "daemon/remote/remote_error.h"
 #include "gtest/gtest.h"
+#include "store/testing/manual_clock_env.h"
 
 namespace neffd::remote {
 namespace {
@@ -13,7 +14,7 @@ class CircuitBreakerTest : public ::testing::Test {
     options.failure_threshold = 3;
     options.initial_backoff = absl::Seconds(10);
     options.max_backoff = absl::Seconds(25);
-    options.now = [this] { return now_; };
+    options.env = &clock_;
     return options;
   }
 
@@ -26,7 +27,7 @@ class CircuitBreakerTest : public ::testing::Test {
     }
   }
 
-  absl::Time now_ = absl::FromUnixSeconds(1000);
+  ManualClockEnv clock_{absl::FromUnixSeconds(1000)};
 };
 
 TEST_F(CircuitBreakerTest, OpensAfterThresholdConsecutiveFailures) {
@@ -45,7 +46,7 @@ TEST_F(CircuitBreakerTest, OpensAfterThresholdConsecutiveFailures) {
   EXPECT_EQ(stats.calls_skipped, 2u);
   EXPECT_EQ(stats.times_opened, 1u);
   EXPECT_EQ(stats.consecutive_failures, 3);
-  EXPECT_EQ(stats.open_until, now_ + absl::Seconds(10));
+  EXPECT_EQ(stats.open_until, clock_.Now() + absl::Seconds(10));
 }
 
 TEST_F(CircuitBreakerTest, NotFoundIsNotAFailure) {
@@ -58,10 +59,10 @@ TEST_F(CircuitBreakerTest, NotFoundIsNotAFailure) {
 TEST_F(CircuitBreakerTest, OneProbeAfterBackoffWhichClosesOnSuccess) {
   CircuitBreaker breaker(Options());
   FailCalls(breaker, 3);
-  now_ += absl::Seconds(9);
+  clock_.Advance(absl::Seconds(9));
   EXPECT_FALSE(breaker.Allow());
 
-  now_ += absl::Seconds(1);
+  clock_.Advance(absl::Seconds(1));
   EXPECT_TRUE(breaker.Allow()) << "the probe";
   EXPECT_EQ(breaker.stats().state, BreakerState::kHalfOpen);
   EXPECT_FALSE(breaker.Allow()) << "only one probe at a time";
@@ -76,9 +77,9 @@ TEST_F(CircuitBreakerTest, FailedProbesBackOffExponentiallyUpToTheCap) {
   FailCalls(breaker, 3);
   std::vector<absl::Duration> backoffs;
   for (int probe = 0; probe < 3; ++probe) {
-    now_ = breaker.stats().open_until;
+    clock_.Set(breaker.stats().open_until);
     FailCalls(breaker, 1);  // the probe fails
-    backoffs.push_back(breaker.stats().open_until - now_);
+    backoffs.push_back(breaker.stats().open_until - clock_.Now());
   }
   EXPECT_EQ(backoffs,
             (std::vector<absl::Duration>{absl::Seconds(20), absl::Seconds(25),
@@ -86,11 +87,11 @@ TEST_F(CircuitBreakerTest, FailedProbesBackOffExponentiallyUpToTheCap) {
   EXPECT_EQ(breaker.stats().times_opened, 4u);
 
   // A successful probe resets the backoff.
-  now_ = breaker.stats().open_until;
+  clock_.Set(breaker.stats().open_until);
   ASSERT_TRUE(breaker.Allow());
   breaker.Record(absl::OkStatus());
   FailCalls(breaker, 3);
-  EXPECT_EQ(breaker.stats().open_until - now_, absl::Seconds(10));
+  EXPECT_EQ(breaker.stats().open_until - clock_.Now(), absl::Seconds(10));
 }
 
 }  // namespace

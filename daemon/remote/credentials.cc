@@ -173,7 +173,7 @@ CredentialsProvider::CredentialsProvider(CredentialsOptions options)
 
 absl::StatusOr<AwsCredentials> CredentialsProvider::Get() {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.clock->Now();
   if (cached_.has_value() &&
       (!cached_->expiration.has_value() ||
        now < *cached_->expiration - options_.refresh_before_expiry)) {

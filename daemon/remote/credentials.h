@@ -37,9 +37,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/remote/http_client.h"
+#include "store/env.h"
 
 namespace neffd::remote {
 
@@ -64,7 +64,7 @@ struct CredentialsOptions {
   HttpDeadlines metadata_deadlines{absl::Seconds(1), absl::Seconds(3)};
   absl::Duration refresh_before_expiry = absl::Minutes(5);
   absl::Duration retry_after_failure = absl::Seconds(30);
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  Env* clock = Env::Default();  // (`env` is the process environment)
 };
 
 class CredentialsProvider {

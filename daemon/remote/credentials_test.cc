@@ -7,6 +7,7 @@
 #include "daemon/remote/remote_error.h"
 #include "daemon/remote/s3_test_util.h"
 #include "gtest/gtest.h"
+#include "store/testing/manual_clock_env.h"
 #include "tests/harness/process.h"
 #include "tests/harness/servers.h"
 
@@ -104,9 +105,9 @@ TEST_F(CredentialsTest, FromInstanceMetadataAndRefreshedBeforeExpiry) {
   Environment env = EmptyEnvironment();
   env.erase("AWS_EC2_METADATA_DISABLED");
   env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = (*imds)->url();
-  absl::Time now = absl::Now();
+  ManualClockEnv clock(absl::Now());
   CredentialsOptions options{env};
-  options.now = [&] { return now; };
+  options.clock = &clock;
   CredentialsProvider provider(options);
 
   absl::StatusOr<AwsCredentials> first = provider.Get();
@@ -124,10 +125,10 @@ TEST_F(CredentialsTest, FromInstanceMetadataAndRefreshedBeforeExpiry) {
       << "cached credentials are used until they near expiry";
 
   // 54 minutes later they still have 6 minutes: kept.
-  now += absl::Minutes(54);
+  clock.Advance(absl::Minutes(54));
   EXPECT_EQ(provider.Get()->session_token, "session-1");
   // 56 minutes later, within 5 minutes of expiring: fetched again.
-  now += absl::Minutes(2);
+  clock.Advance(absl::Minutes(2));
   absl::StatusOr<AwsCredentials> refreshed = provider.Get();
   ASSERT_TRUE(refreshed.ok()) << refreshed.status();
   EXPECT_EQ(refreshed->session_token, "session-2");
@@ -142,9 +143,9 @@ TEST_F(CredentialsTest, UnreachableMetadataServiceFailsFastAfterwards) {
   env.erase("AWS_EC2_METADATA_DISABLED");
   env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = (*imds)->url();
   (*imds)->Kill();
-  absl::Time now = absl::Now();
+  ManualClockEnv clock(absl::Now());
   CredentialsOptions options{env};
-  options.now = [&] { return now; };
+  options.clock = &clock;
   CredentialsProvider provider(options);
 
   absl::Status first = provider.Get().status();

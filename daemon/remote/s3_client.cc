@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -364,12 +363,14 @@ absl::StatusOr<std::vector<CompletedPart>> S3Client::UploadParts(
       return;
     }
   };
-  std::vector<std::thread> senders;
+  std::vector<EnvThread> senders;
   const uint64_t helpers =
       std::min<uint64_t>(options_.upload_concurrency, part_count) - 1;
-  for (uint64_t i = 0; i < helpers; ++i) senders.emplace_back(send_parts);
+  for (uint64_t i = 0; i < helpers; ++i) {
+    senders.push_back(options_.env->StartThread("neffd-s3-part", send_parts));
+  }
   send_parts();
-  for (std::thread& sender : senders) sender.join();
+  for (EnvThread& sender : senders) sender.Join();
   if (!first_error.ok()) return first_error;
   return parts;
 }

@@ -43,6 +43,7 @@
 #include "daemon/remote/http_client.h"
 #include "daemon/remote/remote_error.h"
 #include "daemon/remote/s3_xml.h"
+#include "store/env.h"
 
 namespace neffd::remote {
 
@@ -67,6 +68,7 @@ struct S3ClientOptions {
   // CLI and boto3 send 10 at once. Memory use stays independent of the
   // file's size (each part is streamed from the file).
   int upload_concurrency = 4;
+  Env* env = Env::Default();  // starts a multipart upload's senders
   bool sign_payload = true;
 };
 

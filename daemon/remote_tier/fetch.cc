@@ -173,7 +173,8 @@ void RemoteTier::Warm(
       absl::Notification answered;
       LockEvent event;
       parts_.locks->Acquire(id, self, /*wait=*/false,
-                            absl::Now() + absl::Seconds(1), [&](LockEvent e) {
+                            parts_.env->Now() + absl::Seconds(1),
+                            [&](LockEvent e) {
                               event = std::move(e);
                               answered.Notify();
                             });

@@ -21,7 +21,7 @@ absl::Duration BackoffAfter(int failures) {
 
 Outbox::Outbox(Index* index, OutboxOptions options)
     : index_(index), options_(std::move(options)) {
-  const absl::Time start = options_.now();
+  const absl::Time start = options_.env->Now();
   absl::flat_hash_map<std::string, Pending> loaded;
   index_->OutboxForEach([&](absl::string_view key, absl::string_view value) {
     Pending pending;
@@ -57,7 +57,7 @@ absl::StatusOr<OutboxTicket> Outbox::BeginPublish(const EntryKey& id,
     }
     fresh.record.set_size(size);
     fresh.record.set_sha256(sha256);
-    fresh.record.set_enqueued_unix_ms(absl::ToUnixMillis(options_.now()));
+    fresh.record.set_enqueued_unix_ms(absl::ToUnixMillis(options_.env->Now()));
     fresh.generation = ticket.generation;
     fresh.publishing = true;
     pending_[key] = fresh;
@@ -87,7 +87,7 @@ void Outbox::EndPublish(const EntryKey& id, const OutboxTicket& ticket,
   if (stored) {
     pending.committed = true;
     pending.failures = 0;
-    pending.due = options_.now();
+    pending.due = options_.env->Now();
   } else if (ticket.created) {
     Remove(key);
   }
@@ -110,7 +110,7 @@ void Outbox::Remove(const std::string& key) {
 }
 
 std::optional<OutboxItem> Outbox::NextDue() const {
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.env->Now();
   absl::MutexLock lock(&mu_);
   const std::pair<const std::string, Pending>* first = nullptr;
   for (const auto& row : pending_) {
@@ -145,16 +145,16 @@ void Outbox::Retry(const OutboxItem& item, absl::Time not_before,
   Pending* pending = Current(item);
   if (pending == nullptr) return;
   if (!count_failure) {
-    pending->due = std::max(not_before, options_.now() + kFirstBackoff);
+    pending->due = std::max(not_before, options_.env->Now() + kFirstBackoff);
     return;
   }
   ++pending->failures;
-  pending->due =
-      std::max(not_before, options_.now() + BackoffAfter(pending->failures));
+  pending->due = std::max(
+      not_before, options_.env->Now() + BackoffAfter(pending->failures));
 }
 
 bool Outbox::Absent(const OutboxItem& item) {
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.env->Now();
   absl::MutexLock lock(&mu_);
   Pending* pending = Current(item);
   if (pending == nullptr) return false;
@@ -175,7 +175,7 @@ size_t Outbox::size() const {
 }
 
 absl::Duration Outbox::OldestAge() const {
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.env->Now();
   absl::MutexLock lock(&mu_);
   int64_t oldest = -1;
   for (const auto& [key, pending] : pending_) {

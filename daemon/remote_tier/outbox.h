@@ -40,11 +40,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/index/index.h"
 #include "proto/neffd/v1/records.pb.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -64,7 +64,7 @@ struct OutboxTicket {
 };
 
 struct OutboxOptions {
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  Env* env = Env::Default();  // the clock
   // How long a row left by an earlier run may wait for its entry to appear
   // on the shared store: the rank whose publish died with the daemon
   // retries at once (through the restarted daemon or the client's

@@ -2,6 +2,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "store/testing/manual_clock_env.h"
 #include "tests/harness/temp_dir.h"
 
 namespace neffd {
@@ -15,7 +16,7 @@ class OutboxTest : public ::testing::Test {
   }
   OutboxOptions Options() {
     OutboxOptions options;
-    options.now = [this] { return now_; };
+    options.env = &clock_;
     options.absent_grace = absl::Minutes(10);
     return options;
   }
@@ -38,20 +39,20 @@ class OutboxTest : public ::testing::Test {
   const EntryKey b_ = *EntryKey::Parse("neff", "2.19", "b");
   std::string dir_;
   std::unique_ptr<Index> index_;
-  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  ManualClockEnv clock_{absl::FromUnixSeconds(1'800'000'000)};
 };
 
 TEST_F(OutboxTest, QueuedEntriesSurviveReopenAndAreDueAtOnce) {
   auto outbox = std::make_unique<Outbox>(index_.get(), Options());
   Published(*outbox, a_, 10, "aa");
-  now_ += absl::Seconds(1);
+  clock_.Advance(absl::Seconds(1));
   Published(*outbox, b_, 20, "bb");
   std::optional<OutboxItem> first = outbox->NextDue();
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->id, a_);
   outbox->Done(*first);
   outbox = Reopen(std::move(outbox));
-  now_ += absl::Minutes(2);
+  clock_.Advance(absl::Minutes(2));
   EXPECT_EQ(outbox->size(), 1u);
   std::optional<OutboxItem> due = outbox->NextDue();
   ASSERT_TRUE(due.has_value());
@@ -71,14 +72,14 @@ TEST_F(OutboxTest, FailuresBackOffDoublingUpToFiveMinutes) {
     ASSERT_TRUE(item.has_value()) << failure;
     outbox.Retry(*item, absl::InfinitePast(), /*count_failure=*/true);
     EXPECT_FALSE(outbox.NextDue().has_value()) << failure;
-    EXPECT_EQ(outbox.NextDueTime() - now_, expected) << failure;
-    now_ = outbox.NextDueTime();
+    EXPECT_EQ(outbox.NextDueTime() - clock_.Now(), expected) << failure;
+    clock_.Set(outbox.NextDueTime());
     expected = std::min(expected * 2, absl::Minutes(5));
   }
   // A call the breaker skipped waits for the breaker, not a longer backoff.
-  outbox.Retry(*outbox.NextDue(), now_ + absl::Seconds(42),
+  outbox.Retry(*outbox.NextDue(), clock_.Now() + absl::Seconds(42),
                /*count_failure=*/false);
-  EXPECT_EQ(outbox.NextDueTime() - now_, absl::Seconds(42));
+  EXPECT_EQ(outbox.NextDueTime() - clock_.Now(), absl::Seconds(42));
 }
 
 // The row is the publish's intent: on disk before the store commits, so
@@ -134,10 +135,12 @@ TEST_F(OutboxTest, AbsentEntryGoesAtOnceIfSeenCommittedElseAfterTheGrace) {
     ASSERT_FALSE(b->committed);
     if (outbox->Absent(*b)) break;
     ++deferrals;
-    EXPECT_LT(now_ - absl::FromUnixSeconds(1'800'000'000), absl::Minutes(10));
-    now_ = outbox->NextDueTime();
+    EXPECT_LT(clock_.Now() - absl::FromUnixSeconds(1'800'000'000),
+              absl::Minutes(10));
+    clock_.Set(outbox->NextDueTime());
   }
-  EXPECT_GE(now_ - absl::FromUnixSeconds(1'800'000'000), absl::Minutes(10));
+  EXPECT_GE(clock_.Now() - absl::FromUnixSeconds(1'800'000'000),
+            absl::Minutes(10));
   EXPECT_EQ(deferrals, 10);  // at 0, 1, 3, ... 511 s; gone at 811 s
   EXPECT_EQ(outbox->size(), 0u);
   outbox = Reopen(std::move(outbox));

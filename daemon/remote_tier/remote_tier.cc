@@ -14,17 +14,20 @@ namespace {
 // Downloads at once per host; more keys wait (their leases kept alive).
 constexpr int kFetchThreads = 4;
 
-remote::CircuitBreakerOptions BreakerOptions(const RemoteTierOptions& o) {
+remote::CircuitBreakerOptions BreakerOptions(const RemoteTierOptions& o,
+                                             Env* env) {
   remote::CircuitBreakerOptions breaker;
   breaker.failure_threshold = o.breaker_failures;
   breaker.initial_backoff = o.breaker_backoff;
   breaker.max_backoff = o.breaker_max_backoff;
+  breaker.env = env;
   return breaker;
 }
 
 remote::CredentialsOptions CredentialOptions(const RemoteTierParts& parts) {
   remote::CredentialsOptions credentials;
   credentials.env = parts.environment;
+  credentials.clock = parts.env;
   return credentials;
 }
 
@@ -71,7 +74,10 @@ absl::StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Open(
       new RemoteTier(options, std::move(parts), *std::move(location)));
   if (absl::Status s = tier->CreateClients(); !s.ok()) return s;
   if (!options.read_only) {
-    tier->outbox_ = std::make_unique<Outbox>(tier->parts_.index);
+    OutboxOptions outbox_options;
+    outbox_options.env = tier->parts_.env;
+    tier->outbox_ =
+        std::make_unique<Outbox>(tier->parts_.index, std::move(outbox_options));
   }
   return tier;
 }
@@ -82,7 +88,7 @@ RemoteTier::RemoteTier(const RemoteTierOptions& options, RemoteTierParts parts,
       parts_(std::move(parts)),
       location_(std::move(location)),
       credentials_(CredentialOptions(parts_)),
-      gate_(BreakerOptions(options)) {}
+      gate_(BreakerOptions(options, parts_.env)) {}
 
 absl::Status RemoteTier::CreateClients() {
   remote::S3ClientOptions s3;
@@ -94,6 +100,7 @@ absl::Status RemoteTier::CreateClients() {
   s3.part_size = options_.part_size;
   s3.multipart_threshold = options_.multipart_threshold;
   s3.upload_concurrency = options_.upload_concurrency;
+  s3.env = parts_.env;
   // model.neff is verified against model.done by the store as it is
   // published, and S3 checks an upload's MD5/ETag itself: hashing each body
   // once more before sending it would read every NEFF twice.
@@ -114,9 +121,13 @@ RemoteTier::~RemoteTier() { Stop(); }
 
 void RemoteTier::Start() {
   for (int i = 0; i < kFetchThreads; ++i) {
-    threads_.emplace_back([this] { FetchLoop(); });
+    threads_.push_back(
+        parts_.env->StartThread("neffd-s3-fetch", [this] { FetchLoop(); }));
   }
-  if (outbox_ != nullptr) threads_.emplace_back([this] { UploadLoop(); });
+  if (outbox_ != nullptr) {
+    threads_.push_back(
+        parts_.env->StartThread("neffd-s3-upload", [this] { UploadLoop(); }));
+  }
   log::Info("remote_tier_started",
             {{"remote", location_.Url()},
              {"endpoint", client_->options().endpoint},
@@ -134,7 +145,7 @@ void RemoteTier::Stop() {
     fetch_wake_.SignalAll();
     upload_wake_.SignalAll();
   }
-  for (std::thread& t : threads_) t.join();
+  for (EnvThread& t : threads_) t.Join();
   threads_.clear();
   // Fetches that never started are misses: their ranks compile.
   std::deque<FetchJob> left;
@@ -237,7 +248,7 @@ void RemoteTier::FillStats(v1::Stats* stats) const {
   stats->set_remote_skipped(breaker.calls_skipped);
   if (breaker.state == remote::BreakerState::kOpen) {
     stats->set_remote_breaker_retry_ms(std::max<int64_t>(
-        0, absl::ToInt64Milliseconds(breaker.open_until - absl::Now())));
+        0, absl::ToInt64Milliseconds(breaker.open_until - parts_.env->Now())));
   }
 }
 

@@ -49,7 +49,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -67,6 +66,7 @@
 #include "daemon/remote_tier/s3_gate.h"
 #include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/neffd.pb.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -82,6 +82,7 @@ struct RemoteTierParts {
   std::string host_id;
   // The credential chain's environment (remote::ProcessEnvironment()).
   remote::Environment environment;
+  Env* env = Env::Default();  // the clock and the tier's threads
 };
 
 enum class FetchOutcome {
@@ -180,7 +181,7 @@ class RemoteTier {
   std::deque<FetchJob> jobs_ ABSL_GUARDED_BY(mu_);
   // Leases of queued and running fetches, kept alive by KeepFetchesAlive.
   absl::flat_hash_set<std::string> fetch_leases_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> threads_;
+  std::vector<EnvThread> threads_;
 };
 
 }  // namespace neffd

@@ -31,11 +31,12 @@ void RemoteTier::UploadLoop() {
     {
       absl::MutexLock lock(&mu_);
       const absl::Time due = outbox_->NextDueTime();
-      const absl::Time wake = std::min(due, absl::Now() + kIdlePoll);
+      const absl::Time now = parts_.env->Now();
+      const absl::Duration wait = std::min(due - now, kIdlePoll);
       // Woken early by a stored publish (or Stop); a spurious wake-up only
       // looks.
-      if (!stopping_ && absl::Now() < wake) {
-        upload_wake_.WaitWithDeadline(&mu_, wake);
+      if (!stopping_ && wait > absl::ZeroDuration()) {
+        upload_wake_.WaitWithTimeout(&mu_, wait);
       }
       if (stopping_) return;
     }
@@ -157,13 +158,13 @@ absl::Status RemoteTier::Upload(const OutboxItem& item, bool* absent) {
     return s;
   }
   ++uploads_;
-  log::Info(
-      "remote_uploaded",
-      {{"id", id.Canonical()},
-       {"bytes", static_cast<uint64_t>(artifact_stat.st_size)},
-       {"queued_ms", absl::ToInt64Milliseconds(
-                         absl::Now() - absl::FromUnixMillis(
-                                           item.record.enqueued_unix_ms()))}});
+  log::Info("remote_uploaded",
+            {{"id", id.Canonical()},
+             {"bytes", static_cast<uint64_t>(artifact_stat.st_size)},
+             {"queued_ms",
+              absl::ToInt64Milliseconds(
+                  parts_.env->Now() -
+                  absl::FromUnixMillis(item.record.enqueued_unix_ms()))}});
   return absl::OkStatus();
 }
 

@@ -69,7 +69,7 @@ uint64_t MatchingTotal(const Index& index, std::optional<Namespace> only,
 
 std::map<std::string, v1::LeaseInfo> CacheAdminService::LeasesByKey() const {
   std::map<std::string, v1::LeaseInfo> out;
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.env->Now();
   for (const LockTable::LeaseView& view : options_.locks->Leases()) {
     out[view.id.Canonical()] = ToLeaseInfo(view, now);
   }

@@ -59,7 +59,7 @@ grpc::Status CacheAdminService::Manifest(grpc::ServerContext*,
   const absl::Time since =
       request->since_seconds() == 0
           ? absl::InfinitePast()
-          : absl::Now() - absl::Seconds(request->since_seconds());
+          : options_.env->Now() - absl::Seconds(request->since_seconds());
   catalog_->index().ForEach([&](const EntryKey& id,
                                 const v1::IndexRecord& record) {
     // The index holds only entries this host used: looked up, published

@@ -50,7 +50,7 @@ CompileCacheService::CompileCacheService(ServiceOptions options,
       tier_(tier),
       publisher_(publisher),
       telemetry_(telemetry),
-      started_(options_.now()) {}
+      started_(options_.env->Now()) {}
 
 absl::StatusOr<std::optional<v1::Entry>> CompileCacheService::Serve(
     const EntryKey& id) {
@@ -137,7 +137,7 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
     reactor->Finish(ToGrpcStatus(id.status()));
     return reactor;
   }
-  const absl::Time started = options_.now();
+  const absl::Time started = options_.env->Now();
   // Compiling on this host right now: the entry cannot be complete yet, and
   // the waiter will hear when it is, so the shared store need not be asked.
   // (After a grant it must be: the entry may have appeared meanwhile.)
@@ -161,7 +161,7 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
   }
   EntryKey key = *id;
   LockTable::WaiterId waiter = locks_->Acquire(
-      key, holder, request->wait(), options_.now() + wait,
+      key, holder, request->wait(), options_.env->Now() + wait,
       [this, key, context, reactor, response, started](LockEvent event) {
         OnLockEvent(key, std::move(event), context, reactor, response, started);
       });
@@ -351,7 +351,7 @@ void CompileCacheService::CountLock(const v1::LockResponse& response,
                         v1::LockResponse::Outcome_Name(response.outcome()))
       : status.error_code() == grpc::StatusCode::UNAVAILABLE ? "unavailable"
                                                              : "cancelled";
-  telemetry_->CountLock(outcome, options_.now() - started);
+  telemetry_->CountLock(outcome, options_.env->Now() - started);
 }
 
 v1::Stats CompileCacheService::CumulativeStats() const {
@@ -381,7 +381,8 @@ v1::Stats CompileCacheService::CumulativeStats() const {
     stats.set_local_tier_bytes(tier_->used_bytes());
     stats.set_local_tier_filled_bytes(tier_->filled_bytes());
   }
-  stats.set_uptime_ms(absl::ToInt64Milliseconds(options_.now() - started_));
+  stats.set_uptime_ms(
+      absl::ToInt64Milliseconds(options_.env->Now() - started_));
   if (options_.remote != nullptr) options_.remote->FillStats(&stats);
   // Kept by the index with each write: GetStats and every metrics textfile
   // write must not walk a million entries.

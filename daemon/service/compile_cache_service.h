@@ -46,6 +46,7 @@
 #include "daemon/service/telemetry.h"
 #include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
+#include "store/env.h"
 #include "store/store.h"
 
 namespace neffd {
@@ -59,7 +60,7 @@ struct ServiceOptions {
   absl::Duration default_lock_timeout = config::kLockTimeout;
   uint64_t max_entry_bytes = config::kMaxEntryBytes;
   uint64_t max_inline_bytes = uint64_t{16} << 20;
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  Env* env = Env::Default();  // the clock
   // Metadata operations made on the shared store so far (for GetStats).
   std::function<uint64_t()> shared_ops = [] { return uint64_t{0}; };
   // Who is calling over a unix socket (daemon/service/peer_credentials.h);

@@ -143,7 +143,7 @@ struct Daemon::Parts {
   std::unique_ptr<StagingQuota> staging_quota;
   std::unique_ptr<Publisher> publisher;
   std::unique_ptr<RemoteTier> remote;  // the S3 tier; null when off
-  Telemetry telemetry;
+  Telemetry telemetry{options.env};
   HealthService health;
   std::unique_ptr<CompileCacheService> service;
   std::unique_ptr<Maintenance> maintenance;
@@ -157,8 +157,8 @@ struct Daemon::Parts {
   // The listeners (destroyed before the servers) accept for them.
   std::unique_ptr<UnixListener> ranks_listener;
   std::unique_ptr<UnixListener> admin_listener;
-  Scheduler scheduler{kTickInterval};
-  absl::Time next_watchdog_ping = absl::InfinitePast();
+  Scheduler scheduler{kTickInterval, options.env};
+  absl::Duration next_watchdog_ping;  // on the monotonic clock
   bool shut_down = false;
 };
 
@@ -188,8 +188,8 @@ absl::Status Daemon::Parts::OpenIndex() {
       Index::Open(options.index_dir);
   if (!opened.ok()) return opened.status();
   index = *std::move(opened);
-  catalog =
-      std::make_unique<Catalog>(neff_store.get(), hlo_store.get(), index.get());
+  catalog = std::make_unique<Catalog>(neff_store.get(), hlo_store.get(),
+                                      index.get(), options.env);
   return absl::OkStatus();
 }
 
@@ -244,6 +244,7 @@ absl::Status Daemon::Parts::OpenTier() {
 absl::Status Daemon::Parts::OpenRemoteTier() {
   PublisherOptions publisher_options;
   publisher_options.host_id = options.host_id;
+  publisher_options.env = options.env;
   staging_quota = std::make_unique<StagingQuota>(
       StagingQuotaOptions{local_dir.staging(), options.staging_quota_per_uid,
                           absl::Hours(1), options.env});
@@ -263,6 +264,7 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
   remote_parts.staging_dir = local_dir.staging();
   remote_parts.host_id = options.host_id;
   remote_parts.environment = remote::ProcessEnvironment();
+  remote_parts.env = options.env;
   absl::StatusOr<std::unique_ptr<RemoteTier>> opened =
       RemoteTier::Open(options.remote, std::move(remote_parts));
   if (!opened.ok()) return opened.status();
@@ -281,6 +283,7 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
 void Daemon::Parts::BuildServices() {
   ServiceOptions service_options;
   service_options.host_id = options.host_id;
+  service_options.env = options.env;
   service_options.staging_dir = local_dir.staging();
   service_options.default_lock_timeout = options.lock_timeout;
   service_options.max_entry_bytes = options.max_entry_bytes;
@@ -300,6 +303,7 @@ void Daemon::Parts::BuildServices() {
       &telemetry);
 
   MaintenanceOptions maintenance_options;
+  maintenance_options.env = options.env;
   maintenance_options.stale_lock_age = options.lock_timeout;
   maintenance_options.recent = options.gc_recent;
   maintenance_options.temp_grace = options.gc_temp_grace;
@@ -370,6 +374,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> Daemon::Parts::Serve(
     UnixListener::Options socket, std::unique_ptr<UnixListener> *listener) {
   socket.path = UnixPath(address);
   socket.peers = &peers;
+  socket.env = options.env;
   if (!socket.path.empty()) {
     absl::StatusOr<std::unique_ptr<UnixListener>> listening =
         UnixListener::Listen(socket);
@@ -460,9 +465,9 @@ void Daemon::Parts::StartPeriodicWork() {
 
 void Daemon::Parts::Tick(bool watchdog, absl::Duration watchdog_ping) {
   locks->Tick();
-  if (watchdog && absl::Now() >= next_watchdog_ping) {
+  if (watchdog && options.env->MonotonicNow() >= next_watchdog_ping) {
     NotifySystemd("WATCHDOG=1");
-    next_watchdog_ping = absl::Now() + watchdog_ping;
+    next_watchdog_ping = options.env->MonotonicNow() + watchdog_ping;
   }
 }
 
@@ -539,7 +544,7 @@ void Daemon::Shutdown() {
   p->admin_listener.reset();
   // The grace is for calls in progress (a publish), not idle connections.
   StopServers({p->server.get(), p->admin_server.get()}, p->calls,
-              p->options.shutdown_grace);
+              p->options.shutdown_grace, p->options.env);
   p->scheduler.Stop();
   if (p->remote != nullptr) p->remote->Stop();
   p->gc->Stop();

@@ -186,13 +186,14 @@ UnixListener::~UnixListener() {
   // Wakes the accept loop's poll (POLLHUP) rather than waiting out its
   // timeout: a shutdown should not cost 100 ms per socket.
   shutdown(fd_, SHUT_RDWR);
-  if (acceptor_.joinable()) acceptor_.join();
+  acceptor_.Join();
   close(fd_);
   unlink(options_.path.c_str());
 }
 
 void UnixListener::Serve(grpc::Server* server) {
-  acceptor_ = std::thread([this, server] { AcceptLoop(server); });
+  acceptor_ = options_.env->StartThread("neffd-accept",
+                                        [this, server] { AcceptLoop(server); });
 }
 
 void UnixListener::AcceptLoop(grpc::Server* server) {

@@ -22,7 +22,6 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,6 +29,7 @@
 #include "daemon/service/peer_credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -87,6 +87,7 @@ class UnixListener {
     bool group_required = false;
     std::string group_flag;
     PeerRegistry* peers = nullptr;  // not owned
+    Env* env = Env::Default();      // starts the accepting thread
   };
   // Binds and listens; errors name the socket.
   static absl::StatusOr<std::unique_ptr<UnixListener>> Listen(Options options);
@@ -103,7 +104,7 @@ class UnixListener {
   const Options options_;
   const int fd_;
   std::atomic<bool> stopping_{false};
-  std::thread acceptor_;
+  EnvThread acceptor_;
 };
 
 }  // namespace neffd

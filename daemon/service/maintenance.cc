@@ -142,7 +142,8 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
   v1::GcResponse response;
   // Temp files' and aside items' ages are judged by the store's clock: their
   // mtimes were set by whichever host wrote them.
-  const absl::Time store_now = store.FilesystemNow().value_or(options_.now());
+  const absl::Time store_now =
+      store.FilesystemNow().value_or(options_.env->Now());
   v1::Leftovers& removed_leftovers = *response.mutable_leftovers_removed();
   v1::Leftovers& leftovers = *response.mutable_leftovers_after();
   std::vector<Candidate> entries;
@@ -215,7 +216,7 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
   for (const Candidate& c : entries) total += c.size;
   response.set_entries_before(entries.size());
   response.set_bytes_before(total);
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.env->Now();
   const absl::Time cutoff =
       request.older_than_seconds() > 0
           ? now - absl::Seconds(request.older_than_seconds())

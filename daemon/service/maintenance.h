@@ -22,11 +22,12 @@
 #include "config/defaults.h"
 #include "daemon/index/catalog.h"
 #include "proto/neffd/v1/neffd.pb.h"
+#include "store/env.h"
 
 namespace neffd {
 
 struct MaintenanceOptions {
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  Env* env = Env::Default();  // the clock
   // Entries served this recently are never collected.
   absl::Duration recent = absl::Minutes(1);
   // Import: a lock file older than this (by the store's clock) is stale.

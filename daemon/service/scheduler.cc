@@ -1,27 +1,18 @@
 #include "daemon/service/scheduler.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 
 namespace neffd {
-namespace {
-
-absl::Duration MonotonicNow() {
-  return absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
-}
-
-}  // namespace
 
 // The thread of an own_thread task: blocked until the clock thread says the
 // task is due (an untimed wait, so no clock is involved).
 class Scheduler::Worker {
  public:
-  explicit Worker(std::function<void()> run)
-      : thread_([this, run = std::move(run)] {
+  Worker(Env* env, std::function<void()> run)
+      : thread_(env->StartThread("neffd-task", [this, run = std::move(run)] {
           for (;;) {
             {
               absl::MutexLock lock(&mu_);
@@ -34,7 +25,7 @@ class Scheduler::Worker {
             }
             run();
           }
-        }) {}
+        })) {}
 
   ~Worker() {
     {
@@ -42,7 +33,7 @@ class Scheduler::Worker {
       stopping_ = true;
       wake_.Signal();
     }
-    thread_.join();
+    thread_.Join();
   }
 
   void Wake() {
@@ -60,10 +51,11 @@ class Scheduler::Worker {
   absl::CondVar wake_;
   bool due_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once the fields above exist
+  EnvThread thread_;  // last: starts once the fields above exist
 };
 
-Scheduler::Scheduler(absl::Duration resolution) : resolution_(resolution) {}
+Scheduler::Scheduler(absl::Duration resolution, Env* env)
+    : resolution_(resolution), env_(env) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -74,20 +66,21 @@ void Scheduler::Add(PeriodicTask task) {
 }
 
 void Scheduler::Start() {
-  const absl::Duration now = MonotonicNow();
+  const absl::Duration now = env_->MonotonicNow();
   for (Scheduled& s : tasks_) {
     s.next = s.task.first_at_start ? now : now + s.task.period;
-    if (s.task.own_thread) s.worker = std::make_unique<Worker>(s.task.run);
+    if (s.task.own_thread)
+      s.worker = std::make_unique<Worker>(env_, s.task.run);
   }
-  clock_ = std::thread([this] { RunClock(); });
+  clock_ = env_->StartThread("neffd-clock", [this] { RunClock(); });
 }
 
 void Scheduler::RunClock() {
   for (;;) {
-    absl::SleepFor(resolution_);
+    env_->SleepFor(resolution_);
     if (stopping_.HasBeenNotified()) return;
     for (Scheduled& s : tasks_) {
-      const absl::Duration now = MonotonicNow();
+      const absl::Duration now = env_->MonotonicNow();
       if (now < s.next) continue;
       s.next = now + s.task.period;
       if (s.worker != nullptr) {
@@ -103,7 +96,7 @@ void Scheduler::Stop() {
   if (stopped_) return;
   stopped_ = true;
   stopping_.Notify();
-  if (clock_.joinable()) clock_.join();
+  clock_.Join();
   for (Scheduled& s : tasks_) s.worker.reset();
 }
 

@@ -4,8 +4,9 @@
 // systemd watchdog, access-time flushes, periodic gc, the metrics textfile)
 // from one clock thread instead of a polling thread per job.
 //
-//   - The clock thread wakes every `resolution` with a relative sleep, not a
-//     timed wait on the wall clock (docs/ARCHITECTURE.md, "Ticks use relative
+//   - The clock thread wakes every `resolution` with a relative sleep (the
+//     Env's: its clock and threads are the Env's), not a timed wait on the
+//     wall clock (docs/ARCHITECTURE.md, "Ticks use relative
 //     sleeps"), and runs each task whose period has passed on the monotonic
 //     clock. A period is therefore rounded up to whole wake-ups.
 //   - A task runs on the clock thread unless it asks for a thread of its own
@@ -26,11 +27,11 @@
 
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -43,7 +44,7 @@ struct PeriodicTask {
 
 class Scheduler {
  public:
-  explicit Scheduler(absl::Duration resolution);
+  explicit Scheduler(absl::Duration resolution, Env* env = Env::Default());
   ~Scheduler();  // Stop()s
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -63,9 +64,10 @@ class Scheduler {
   void RunClock();
 
   const absl::Duration resolution_;
+  Env* const env_;
   std::vector<Scheduled> tasks_;
   absl::Notification stopping_;
-  std::thread clock_;
+  EnvThread clock_;
   bool stopped_ = false;
 };
 

@@ -1,11 +1,8 @@
 #include "daemon/service/server_stop.h"
 
-#include <chrono>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "daemon/log/log.h"
 #include "grpc/grpc.h"
 
@@ -74,25 +71,24 @@ int64_t CallTracker::in_flight() const {
 }
 
 void StopServers(std::initializer_list<grpc::Server*> servers,
-                 CallTracker& calls, absl::Duration grace) {
+                 CallTracker& calls, absl::Duration grace, Env* env) {
   calls.StopCounting();
-  const auto deadline =
-      std::chrono::system_clock::now() + absl::ToChronoNanoseconds(grace);
+  const auto deadline = absl::ToChronoTime(env->Now() + grace);
   std::atomic<size_t> running{servers.size()};
-  std::vector<std::thread> stopping;
+  std::vector<EnvThread> stopping;
   for (grpc::Server* server : servers) {
-    stopping.emplace_back([server, deadline, &running] {
-      server->Shutdown(deadline);
-      running.fetch_sub(1, std::memory_order_acq_rel);
-    });
+    stopping.push_back(
+        env->StartThread("neffd-shutdown", [server, deadline, &running] {
+          server->Shutdown(deadline);
+          running.fetch_sub(1, std::memory_order_acq_rel);
+        }));
   }
   // The grace on the monotonic clock, waited in relative sleeps: a wall
   // clock that disagrees with the kernel's (libfaketime) must not stretch
   // it (docs/ARCHITECTURE.md, "Ticks use relative sleeps").
-  const auto end =
-      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(grace);
-  auto within_grace = [end] { return std::chrono::steady_clock::now() < end; };
-  while (calls.in_flight() > 0 && within_grace()) absl::SleepFor(kPoll);
+  const absl::Duration end = env->MonotonicNow() + grace;
+  auto within_grace = [env, end] { return env->MonotonicNow() < end; };
+  while (calls.in_flight() > 0 && within_grace()) env->SleepFor(kPoll);
   const int64_t cut_short = calls.in_flight();
   if (cut_short > 0) {
     log::Warning("shutdown_grace_expired",
@@ -107,9 +103,9 @@ void StopServers(std::initializer_list<grpc::Server*> servers,
     for (grpc::Server* server : servers) {
       grpc_server_cancel_all_calls(server->c_server());
     }
-    absl::SleepFor(kPoll);
+    env->SleepFor(kPoll);
   }
-  for (std::thread& thread : stopping) thread.join();
+  for (EnvThread& thread : stopping) thread.Join();
 }
 
 }  // namespace neffd

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -59,9 +60,10 @@ class CallTracker {
 // Shuts `servers` down (no new calls; the listening sockets should already
 // be closed) and returns once they have stopped: when the calls `calls`
 // counted have ended, at once after; else at `grace`, when gRPC cancels
-// what is left (logged `shutdown_grace_expired calls=N`).
+// what is left (logged `shutdown_grace_expired calls=N`). The grace is
+// measured, and each server stopped on a thread, through `env`.
 void StopServers(std::initializer_list<grpc::Server*> servers,
-                 CallTracker& calls, absl::Duration grace);
+                 CallTracker& calls, absl::Duration grace, Env* env);
 
 }  // namespace neffd
 

@@ -119,9 +119,10 @@ Histogram::Snapshot Histogram::Snapshot::Minus(const Snapshot& earlier) const {
   return out;
 }
 
-Telemetry::Telemetry()
-    : lock_wait_({0.001, 0.01, 0.1, 1, 10, 60, 300, 1200, 3600}),
-      baseline_time_ms_(absl::ToUnixMillis(absl::Now())) {}
+Telemetry::Telemetry(Env* env)
+    : env_(env),
+      lock_wait_({0.001, 0.01, 0.1, 1, 10, 60, 300, 1200, 3600}),
+      baseline_time_ms_(absl::ToUnixMillis(env->Now())) {}
 
 void Telemetry::CountLookup(Namespace ns, LookupResult result) {
   ++lookups_[static_cast<int>(ns)][static_cast<int>(result)];
@@ -201,7 +202,7 @@ void Telemetry::Reset(const v1::Stats& cumulative) {
   absl::MutexLock lock(&mu_);
   baseline_ = cumulative;
   wait_baseline_ = std::move(waits);
-  baseline_time_ms_ = absl::ToUnixMillis(absl::Now());
+  baseline_time_ms_ = absl::ToUnixMillis(env_->Now());
 }
 
 namespace {

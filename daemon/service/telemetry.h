@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/entry_id.h"
+#include "store/env.h"
 
 namespace neffd {
 
@@ -56,7 +57,8 @@ enum class LookupResult { kHit = 0, kMiss = 1, kFailed = 2 };
 
 class Telemetry {
  public:
-  Telemetry();
+  // `env`'s clock dates the stats' baseline (ResetStats).
+  explicit Telemetry(Env* env = Env::Default());
 
   void CountLookup(Namespace ns, LookupResult result);
   void CountPublish(Namespace ns, bool already_cached, uint64_t bytes);
@@ -82,6 +84,7 @@ class Telemetry {
 
  private:
   static constexpr int kNamespaces = 2;
+  Env* const env_;
   std::array<std::array<std::atomic<uint64_t>, 3>, kNamespaces> lookups_{};
   std::array<std::atomic<uint64_t>, kNamespaces> publishes_{};
   std::array<std::atomic<uint64_t>, kNamespaces> already_cached_{};

@@ -56,9 +56,7 @@ class LocalTier::Arrival {
 
 LocalTier::LocalTier(LocalTierOptions options) : options_(std::move(options)) {}
 
-LocalTier::~LocalTier() {
-  if (scanner_.joinable()) scanner_.join();
-}
+LocalTier::~LocalTier() { scanner_.Join(); }
 
 absl::StatusOr<std::unique_ptr<LocalTier>> LocalTier::Open(
     LocalTierOptions options) {
@@ -75,7 +73,8 @@ absl::StatusOr<std::unique_ptr<LocalTier>> LocalTier::Open(
         static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize / 5;
   }
   std::unique_ptr<LocalTier> tier(new LocalTier(std::move(options)));
-  tier->scanner_ = std::thread([t = tier.get()] { t->Scan(""); });
+  tier->scanner_ = tier->options_.env->StartThread(
+      "neffd-tier-scan", [t = tier.get()] { t->Scan(""); });
   return tier;
 }
 

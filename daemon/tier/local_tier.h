@@ -42,7 +42,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -176,7 +175,7 @@ class LocalTier {
   // the start-up scan must not record them as files from before the start,
   // never handed out and so the first to be evicted.
   absl::flat_hash_map<std::string, int> arriving_ ABSL_GUARDED_BY(mu_);
-  std::thread scanner_;
+  EnvThread scanner_;
 };
 
 // True when `tier` exists and keeps entries of `id`'s namespace (neff only:
