@@ -1,6 +1,6 @@
 // echo_server: the bare gRPC unary service that lookup_bench measures as the
 // floor under neffd's Lookup. It serves bench/echo.proto on --address with
-// neffd's own server settings (daemon/service/server_options.h) and the same
+// neffd's own server settings (daemon/server/server_options.h) and the same
 // mix of service APIs (the measured call on the callback API, as Lookup is;
 // another method synchronous, as Publish is), and does nothing else per call,
 // so the difference between the two is what neffd's Lookup costs.
@@ -15,7 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/echo.grpc.pb.h"
-#include "daemon/service/server_options.h"
+#include "daemon/server/server_options.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/server_credentials.h"
 

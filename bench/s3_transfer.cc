@@ -1,8 +1,8 @@
-// s3_transfer: moves one file to or from S3 with daemon/remote's S3Client
+// s3_transfer: moves one file to or from S3 with daemon/s3's S3Client
 // and prints the time, the throughput and how much the process's peak RSS
 // grew, to set against `curl --aws-sigv4` moving the same object
 // (docs/REMOTE.md, "Measuring"). Credentials come from the standard chain
-// (daemon/remote/credentials.h).
+// (daemon/s3/credentials.h).
 //
 //   s3_transfer --endpoint=http://127.0.0.1:PORT --bucket=B put KEY FILE
 //   s3_transfer --endpoint=http://127.0.0.1:PORT --bucket=B get KEY FILE
@@ -20,8 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "daemon/remote/credentials.h"
-#include "daemon/remote/s3_client.h"
+#include "daemon/s3/credentials.h"
+#include "daemon/s3/s3_client.h"
 
 ABSL_FLAG(std::string, endpoint, "", "S3 endpoint URL (empty: AWS)");
 ABSL_FLAG(std::string, bucket, "", "bucket");

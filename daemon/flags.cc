@@ -20,8 +20,8 @@
 #include "config/flags.h"
 #include "config/version.h"
 #include "daemon/log/log.h"
-#include "daemon/remote/remote_layout.h"
-#include "daemon/remote/s3_client.h"
+#include "daemon/s3/remote_layout.h"
+#include "daemon/s3/s3_client.h"
 #include "proto/admin_only.h"
 
 using neffd::config::ByteSizeFlag;

@@ -27,7 +27,7 @@
 
 #include "absl/strings/string_view.h"
 #include "config/env.h"
-#include "daemon/service/daemon.h"
+#include "daemon/runtime/daemon.h"
 #include "proto/neffd/v1/neffd.pb.h"
 
 namespace neffd {

@@ -1,4 +1,4 @@
-// neffd: the per-host compile-cache daemon. See daemon/service/daemon.h for
+// neffd: the per-host compile-cache daemon. See daemon/runtime/daemon.h for
 // what it serves and daemon/flags.h for its command line.
 #include <signal.h>
 #include <sys/resource.h>
@@ -13,8 +13,8 @@
 #include "config/env.h"
 #include "daemon/flags.h"
 #include "daemon/log/log.h"
-#include "daemon/service/daemon.h"
-#include "daemon/service/sd_notify.h"
+#include "daemon/runtime/daemon.h"
+#include "daemon/runtime/sd_notify.h"
 
 namespace neffd {
 

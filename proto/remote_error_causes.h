@@ -3,7 +3,7 @@
 // The one list of the causes neffd.v1.Stats counts failed S3 calls by
 // (docs/REMOTE.md): each cause's name and its `remote_errors_{name}` field.
 // The daemon fills the fields by these names, the same names its log and
-// S3 client use (daemon/remote/remote_error.h); `neffctl stats` prints
+// S3 client use (daemon/s3/remote_error.h); `neffctl stats` prints
 // "name=count" for each cause that has failed, and the Prometheus exposition
 // has one `neffd_remote_errors_total{cause="name"}` series per cause. A cause
 // is added here and as a field of Stats in neffd.proto, and every view shows

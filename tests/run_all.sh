@@ -64,7 +64,7 @@ TSAN_TESTS=(
   //daemon/locks:file_locks_test
   //allocator:segment_pool_threads_test
   //tests:lock_handoff_test
-  //daemon/service:stalled_store_test
+  //daemon/runtime:stalled_store_test
   //client:cache_client_test
   //tests:concurrent_put_test
   //tests:admin_socket_test

@@ -45,7 +45,7 @@
 #include "daemon/cluster/access_journal.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
-#include "daemon/service/maintenance.h"
+#include "daemon/maintenance/maintenance.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/env.h"
 

@@ -4,7 +4,7 @@
 // (Publish) or a compile failure (RecordFailure). It is the protocol between
 // the lease (LockTable), the shared store, this host's local tier and the
 // index; the gRPC service only validates requests and translates them
-// (daemon/service/compile_cache_service.h).
+// (daemon/server/compile_cache_service.h).
 //
 // Publish(id, artifact):
 //   1. The lease is checked and pinned (LockTable::BeginPublish) before the

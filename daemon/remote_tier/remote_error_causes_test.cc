@@ -1,10 +1,10 @@
 // Every cause the S3 client fails with is counted in Stats under its own
-// name, so a cause added to daemon/remote/remote_error.h without a Stats
+// name, so a cause added to daemon/s3/remote_error.h without a Stats
 // field (proto/remote_error_causes.h) fails here instead of never showing in
 // `neffctl stats` or the metrics.
 #include "proto/remote_error_causes.h"
 
-#include "daemon/remote/remote_error.h"
+#include "daemon/s3/remote_error.h"
 #include "gtest/gtest.h"
 
 namespace neffd {

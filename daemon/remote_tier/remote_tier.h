@@ -1,6 +1,6 @@
 // daemon/remote_tier/remote_tier.h
 //
-// RemoteTier puts S3 (daemon/remote/) behind the shared store
+// RemoteTier puts S3 (daemon/s3/) behind the shared store
 // (docs/REMOTE.md):
 //
 //   Read-through, once per cluster. When a Lock is granted for a key the
@@ -58,12 +58,12 @@
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
 #include "daemon/publish/publisher.h"
-#include "daemon/remote/credentials.h"
-#include "daemon/remote/remote_layout.h"
-#include "daemon/remote/s3_client.h"
 #include "daemon/remote_tier/outbox.h"
 #include "daemon/remote_tier/remote_tier_options.h"
 #include "daemon/remote_tier/s3_gate.h"
+#include "daemon/s3/credentials.h"
+#include "daemon/s3/remote_layout.h"
+#include "daemon/s3/s3_client.h"
 #include "daemon/tier/local_tier.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/env.h"

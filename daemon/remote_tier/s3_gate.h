@@ -23,8 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/remote/circuit_breaker.h"
-#include "daemon/remote/remote_error.h"
+#include "daemon/s3/circuit_breaker.h"
+#include "daemon/s3/remote_error.h"
 
 namespace neffd {
 

@@ -68,7 +68,7 @@ Expected Refused(grpc::StatusCode code, std::vector<std::string> fields) {
 }
 
 // Checks every method makes first, in the daemon's order
-// (daemon/service/request_validation.h); nullopt if they pass.
+// (daemon/server/request_validation.h); nullopt if they pass.
 std::optional<Expected> BadId(const v1::EntryId& id) {
   if (EntryKey::Parse(id).ok()) return std::nullopt;
   return Refused(grpc::StatusCode::INVALID_ARGUMENT, {"id"});

@@ -1,4 +1,4 @@
-// Fuzzes the service's request validation (daemon/service/
+// Fuzzes the service's request validation (daemon/server/
 // request_validation.h) with arbitrary bytes decoded as Lock, Publish or
 // Unlock requests (the first byte picks which). A request that passes must
 // name a safe entry and, for a staged publish, a file directly inside the
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "daemon/service/request_validation.h"
+#include "daemon/server/request_validation.h"
 #include "store/layout.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "daemon/remote/s3_test_util.h"
+#include "daemon/s3/s3_test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/neffd/v1/records.pb.h"
 #include "store/digest.h"

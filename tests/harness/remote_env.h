@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/remote/credentials.h"
-#include "daemon/remote/s3_client.h"
+#include "daemon/s3/credentials.h"
+#include "daemon/s3/s3_client.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 #include "tests/harness/process.h"
 #include "tests/harness/servers.h"
