@@ -85,7 +85,7 @@ struct CopyResult;
 
 struct CacheClientOptions {
   // Reads every setting from `env` (see the field comments).
-  static CacheClientOptions FromEnv(const config::EnvSnapshot &env);
+  static CacheClientOptions FromEnv(const config::EnvSnapshot& env);
 
   std::string address;  // "" = NEFFD_ADDRESS / default socket
   ClientTls tls;  // mutual TLS for a TCP address (client/daemon_channel.h)
@@ -108,9 +108,9 @@ struct CacheClientOptions {
   // How long a failure recorded in fallback mode is in force (the daemon's
   // --failed_ttl default).
   absl::Duration failed_ttl = config::kFailedTtl;
-  Env *env = Env::Default();  // the clock, sleeps and threads
+  Env* env = Env::Default();  // the clock, sleeps and threads
   // Receives warnings; default: one line on stderr.
-  std::function<void(const std::string &)> warn;
+  std::function<void(const std::string&)> warn;
 };
 
 // What compile_fn is asked to do.
@@ -145,7 +145,7 @@ struct CompileResult {
   std::string log;
 };
 
-using CompileFn = std::function<CompileResult(const CompileJob &)>;
+using CompileFn = std::function<CompileResult(const CompileJob&)>;
 
 // Recorded with a published entry (model.done, the daemon's index,
 // ListEntries); kKeyInputsMetadata (store/store.h) is also written into the
@@ -173,30 +173,30 @@ struct CompileFailure {
   absl::Time retry_after = absl::InfinitePast();  // unknown if InfinitePast
   std::string workdir;  // where this rank compiled; empty for a waiter
 };
-bool IsCompileFailure(const absl::Status &status);
-std::optional<CompileFailure> GetCompileFailure(const absl::Status &status);
+bool IsCompileFailure(const absl::Status& status);
+std::optional<CompileFailure> GetCompileFailure(const absl::Status& status);
 
 class CacheClient {
  public:
   // Settings from the process environment; `address` overrides
   // NEFFD_ADDRESS when non-empty. Prints the registry's warnings.
   static std::unique_ptr<CacheClient> FromEnvironment(
-      const std::string &address = "");
+      const std::string& address = "");
   // The same with `tls` for a TCP address (the C ABI's and the Python
   // module's TLS options). InvalidArgument naming the file if one it names
   // cannot be read (CheckTlsFiles); a set that is not whole (no client
   // certificate, say) is what CacheClientOptions::tls makes of it: a
   // warning at the first connect, no TLS, and so the filesystem.
   static absl::StatusOr<std::unique_ptr<CacheClient>> FromEnvironment(
-      const std::string &address, const ClientTls &tls);
+      const std::string& address, const ClientTls& tls);
 
   explicit CacheClient(CacheClientOptions options);
   // Writes the metric tables one last time.
   ~CacheClient();
-  CacheClient(const CacheClient &) = delete;
-  CacheClient &operator=(const CacheClient &) = delete;
+  CacheClient(const CacheClient&) = delete;
+  CacheClient& operator=(const CacheClient&) = delete;
 
-  const CacheClientOptions &options() const { return options_; }
+  const CacheClientOptions& options() const { return options_; }
 
   // The key for a lowered graph (client/key.h): from `hlo_bytes`, or from
   // `base_key` when TORCH_NEURONX_NEFF_KEY_FROM_HLO=0, plus the canonical
@@ -215,8 +215,8 @@ class CacheClient {
   // never an error. `metadata` goes with the entry if this call publishes it.
   absl::StatusOr<CacheResult> GetOrCompile(
       absl::string_view ns, absl::string_view compiler_version,
-      absl::string_view key, const CompileFn &compile_fn,
-      const PublishMetadata &metadata = {});
+      absl::string_view key, const CompileFn& compile_fn,
+      const PublishMetadata& metadata = {});
 
   // The entry if it is cached, nullopt on a miss (or when that namespace's
   // cache is disabled), a CompileFailure error while a recorded failure is
@@ -237,38 +237,38 @@ class CacheClient {
   friend class TorchNeuronCache;  // drives Lock and Publish itself
   struct Call;
 
-  bool CacheEnabled(const EntryKey &id) const;
-  Backend &Daemon();
+  bool CacheEnabled(const EntryKey& id) const;
+  Backend& Daemon();
   // Runs `op` on the daemon, or on the filesystem once the daemon has
   // failed during this call.
   template <typename T>
   absl::StatusOr<T> WithFallback(
-      Call &call, const std::function<absl::StatusOr<T>(Backend &)> &op);
+      Call& call, const std::function<absl::StatusOr<T>(Backend&)>& op);
   // WithFallback's core, also for client/torchneuron_cache.h: `fallback`
   // becomes true once the filesystem answers.
-  absl::Status OnBackend(bool &fallback, bool &counted_fallback,
-                         const std::function<absl::Status(Backend &)> &op);
-  absl::StatusOr<v1::LookupResponse> LookupEntry(Call &call);
+  absl::Status OnBackend(bool& fallback, bool& counted_fallback,
+                         const std::function<absl::Status(Backend&)>& op);
+  absl::StatusOr<v1::LookupResponse> LookupEntry(Call& call);
   // One pass of the protocol; nullopt when the lease was lost and the
   // caller should start over.
-  absl::StatusOr<std::optional<CacheResult>> Attempt(Call &call);
+  absl::StatusOr<std::optional<CacheResult>> Attempt(Call& call);
   absl::StatusOr<std::optional<CacheResult>> CompileUnderLease(
-      Call &call, std::unique_ptr<Lease> lease);
-  absl::StatusOr<CacheResult> CompileThenTryPublish(Call &call);
-  absl::StatusOr<CacheResult> CompileUncached(Call &call,
-                                              const std::string &why);
+      Call& call, std::unique_ptr<Lease> lease);
+  absl::StatusOr<CacheResult> CompileThenTryPublish(Call& call);
+  absl::StatusOr<CacheResult> CompileUncached(Call& call,
+                                              const std::string& why);
   // The whole output an earlier holder left in `dir`, else RunCompile.
-  absl::StatusOr<CopyResult> AdoptOrCompile(Call &call, WorkDir &dir,
-                                            Lease *lease);
+  absl::StatusOr<CopyResult> AdoptOrCompile(Call& call, WorkDir& dir,
+                                            Lease* lease);
   // Runs compile_fn in `dir`; on success the output's size and digest.
-  absl::StatusOr<CopyResult> RunCompile(Call &call, WorkDir &dir, Lease *lease);
+  absl::StatusOr<CopyResult> RunCompile(Call& call, WorkDir& dir, Lease* lease);
   // A published (or found) result: the directory's job is done.
-  CacheResult Finish(Call &call, WorkDir &dir, const CacheResult &result);
+  CacheResult Finish(Call& call, WorkDir& dir, const CacheResult& result);
   // A result that stays in `dir`, which is kept.
-  CacheResult Uncached(Call &call, WorkDir &dir, const CopyResult &content);
-  void Warn(const std::string &message);
-  void WarnOncePerProcess(const std::string &message);
-  void Count(const std::function<void(CacheCounters &)> &update);
+  CacheResult Uncached(Call& call, WorkDir& dir, const CopyResult& content);
+  void Warn(const std::string& message);
+  void WarnOncePerProcess(const std::string& message);
+  void Count(const std::function<void(CacheCounters&)>& update);
   void MaybeWriteMetrics();
 
   const CacheClientOptions options_;

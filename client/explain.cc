@@ -11,7 +11,7 @@
 namespace neffd {
 namespace {
 
-std::string JoinOrNone(const std::vector<std::string> &flags) {
+std::string JoinOrNone(const std::vector<std::string>& flags) {
   return flags.empty() ? "(none)" : absl::StrJoin(flags, " ");
 }
 
@@ -26,7 +26,7 @@ std::string MissRecordPath(absl::string_view local_dir, absl::string_view key) {
   return absl::StrCat(local_dir, "/neffcc/misses/", key, ".json");
 }
 
-std::string KeyInputsToJson(const v1::KeyInputsRecord &record) {
+std::string KeyInputsToJson(const v1::KeyInputsRecord& record) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   std::string json;
@@ -49,25 +49,25 @@ absl::StatusOr<v1::KeyInputsRecord> KeyInputsFromJson(absl::string_view json) {
   return record;
 }
 
-FlagDifference DiffFlags(const v1::KeyInputsRecord &cached,
-                         const v1::KeyInputsRecord &now) {
+FlagDifference DiffFlags(const v1::KeyInputsRecord& cached,
+                         const v1::KeyInputsRecord& now) {
   const std::multiset<std::string> in_cached(cached.flags().begin(),
                                              cached.flags().end());
   const std::multiset<std::string> in_now(now.flags().begin(),
                                           now.flags().end());
   FlagDifference diff;
-  for (const std::string &flag : cached.flags()) {
+  for (const std::string& flag : cached.flags()) {
     if (in_now.count(flag) == 0) diff.only_in_cached.push_back(flag);
   }
-  for (const std::string &flag : now.flags()) {
+  for (const std::string& flag : now.flags()) {
     if (in_cached.count(flag) == 0) diff.only_in_now.push_back(flag);
   }
   return diff;
 }
 
-std::string DescribeDifference(const v1::KeyInputsRecord &a,
+std::string DescribeDifference(const v1::KeyInputsRecord& a,
                                absl::string_view a_label,
-                               const v1::KeyInputsRecord &b,
+                               const v1::KeyInputsRecord& b,
                                absl::string_view b_label) {
   std::vector<std::string> reasons;
   const FlagDifference diff = DiffFlags(a, b);
@@ -89,12 +89,12 @@ std::string DescribeDifference(const v1::KeyInputsRecord &a,
   return absl::StrJoin(reasons, "; ");
 }
 
-std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
-                        const std::vector<CachedKey> &cached) {
+std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord& now,
+                        const std::vector<CachedKey>& cached) {
   const std::string prefix = absl::StrCat("miss ", ShortHex(key), ": ");
-  const CachedKey *closest = nullptr;
+  const CachedKey* closest = nullptr;
   size_t closest_distance = 0;
-  for (const CachedKey &candidate : cached) {
+  for (const CachedKey& candidate : cached) {
     if (candidate.key == key ||
         candidate.inputs.input_sha256() != now.input_sha256()) {
       continue;
@@ -128,19 +128,19 @@ std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
                       " with ", difference);
 }
 
-std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached) {
+std::vector<Drift> FindDrift(const std::vector<CachedKey>& cached) {
   std::map<std::string, std::vector<CachedKey>> by_input;
-  for (const CachedKey &entry : cached) {
+  for (const CachedKey& entry : cached) {
     if (entry.inputs.input_sha256().empty()) continue;  // no record
     by_input[entry.inputs.input_sha256()].push_back(entry);
   }
   std::vector<Drift> drifts;
-  for (auto &[sha256, keys] : by_input) {
+  for (auto& [sha256, keys] : by_input) {
     std::sort(
         keys.begin(), keys.end(),
-        [](const CachedKey &a, const CachedKey &b) { return a.key < b.key; });
+        [](const CachedKey& a, const CachedKey& b) { return a.key < b.key; });
     keys.erase(std::unique(keys.begin(), keys.end(),
-                           [](const CachedKey &a, const CachedKey &b) {
+                           [](const CachedKey& a, const CachedKey& b) {
                              return a.key == b.key;
                            }),
                keys.end());
@@ -150,19 +150,19 @@ std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached) {
     drift.input_size = keys.front().inputs.input_size();
     std::map<std::string, size_t> holders;  // flag -> records holding it
     std::vector<std::string> seen_order;
-    for (const CachedKey &entry : keys) {
+    for (const CachedKey& entry : keys) {
       std::set<std::string> flags(entry.inputs.flags().begin(),
                                   entry.inputs.flags().end());
-      for (const std::string &flag : entry.inputs.flags()) {
+      for (const std::string& flag : entry.inputs.flags()) {
         if (holders.find(flag) == holders.end()) seen_order.push_back(flag);
       }
-      for (const std::string &flag : flags) ++holders[flag];
+      for (const std::string& flag : flags) ++holders[flag];
       drift.versions_differ |= entry.inputs.compiler_version() !=
                                keys.front().inputs.compiler_version();
       drift.targets_differ |= entry.inputs.platform_target() !=
                               keys.front().inputs.platform_target();
     }
-    for (const std::string &flag : seen_order) {
+    for (const std::string& flag : seen_order) {
       if (holders[flag] != keys.size()) drift.differing_flags.push_back(flag);
     }
     drift.keys = std::move(keys);

@@ -40,7 +40,7 @@ std::string MissRecordPath(absl::string_view local_dir, absl::string_view key);
 std::string ShortHex(absl::string_view hex);
 
 // Compact JSON (protobuf's JSON mapping, proto field names).
-std::string KeyInputsToJson(const v1::KeyInputsRecord &record);
+std::string KeyInputsToJson(const v1::KeyInputsRecord& record);
 // InvalidArgument naming what is wrong for anything that is not a record.
 absl::StatusOr<v1::KeyInputsRecord> KeyInputsFromJson(absl::string_view json);
 
@@ -58,25 +58,25 @@ struct CachedKey {
 //   "miss 3f2a…: no cached entry has the same input (sha256 ab12…, 812 bytes)"
 // Of several cached entries with the same input, the one whose flags differ
 // least is named.
-std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord &now,
-                        const std::vector<CachedKey> &cached);
+std::string ExplainMiss(absl::string_view key, const v1::KeyInputsRecord& now,
+                        const std::vector<CachedKey>& cached);
 
 // Flags present in one record and not the other, each in its own order.
 struct FlagDifference {
   std::vector<std::string> only_in_cached;
   std::vector<std::string> only_in_now;
 };
-FlagDifference DiffFlags(const v1::KeyInputsRecord &cached,
-                         const v1::KeyInputsRecord &now);
+FlagDifference DiffFlags(const v1::KeyInputsRecord& cached,
+                         const v1::KeyInputsRecord& now);
 
 // What differs between two records of the same input, each side named by
 // its label: "flags differing: -O1 (cached) vs -O3 (now); compiler version
 // 2.18 (cached) vs 2.19 (now)". Empty when flags, compiler version and
 // platform target all agree. ExplainMiss's wording, for callers that compare
 // other pairs (`neffctl why` on a cached key).
-std::string DescribeDifference(const v1::KeyInputsRecord &a,
+std::string DescribeDifference(const v1::KeyInputsRecord& a,
                                absl::string_view a_label,
-                               const v1::KeyInputsRecord &b,
+                               const v1::KeyInputsRecord& b,
                                absl::string_view b_label);
 
 // An input (by sha256) cached under more than one key.
@@ -91,7 +91,7 @@ struct Drift {
   bool targets_differ = false;
 };
 // Every input cached under two or more keys, ordered by input sha256.
-std::vector<Drift> FindDrift(const std::vector<CachedKey> &cached);
+std::vector<Drift> FindDrift(const std::vector<CachedKey>& cached);
 
 }  // namespace neffd
 

@@ -11,7 +11,7 @@ v1::KeyInputsRecord Record(std::vector<std::string> flags,
   v1::KeyInputsRecord r;
   r.set_input_sha256(sha);
   r.set_input_size(812);
-  for (auto &f : flags) r.add_flags(f);
+  for (auto& f : flags) r.add_flags(f);
   r.set_compiler_version(version);
   r.set_platform_target("trn2");
   r.add_invocation("neuronx-cc");

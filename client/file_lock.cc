@@ -11,7 +11,7 @@
 namespace neffd {
 
 absl::StatusOr<FileLock> FileLock::Acquire(UniqueFd fd, absl::Time deadline,
-                                           Env *env) {
+                                           Env* env) {
   absl::Duration backoff = absl::Milliseconds(1);
   for (;;) {
     if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return FileLock(std::move(fd));
@@ -24,9 +24,9 @@ absl::StatusOr<FileLock> FileLock::Acquire(UniqueFd fd, absl::Time deadline,
   }
 }
 
-absl::StatusOr<FileLock> LockEntry(const std::string &locks_dir,
-                                   const EntryKey &id, absl::Time deadline,
-                                   Env *env) {
+absl::StatusOr<FileLock> LockEntry(const std::string& locks_dir,
+                                   const EntryKey& id, absl::Time deadline,
+                                   Env* env) {
   absl::StatusOr<UniqueFd> fd = OpenLockFile(locks_dir, id);
   if (!fd.ok()) return fd.status();
   return FileLock::Acquire(*std::move(fd), deadline, env);

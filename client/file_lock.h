@@ -30,8 +30,8 @@ namespace neffd {
 class FileLock {
  public:
   FileLock() = default;
-  FileLock(FileLock &&) = default;
-  FileLock &operator=(FileLock &&) = default;
+  FileLock(FileLock&&) = default;
+  FileLock& operator=(FileLock&&) = default;
 
   bool held() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
@@ -42,7 +42,7 @@ class FileLock {
   // (absl::InfinitePast: one try). Returns a held lock, or an unheld one if
   // the deadline passed with the lock held elsewhere.
   static absl::StatusOr<FileLock> Acquire(UniqueFd fd, absl::Time deadline,
-                                          Env *env);
+                                          Env* env);
 
  private:
   explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
@@ -51,9 +51,9 @@ class FileLock {
 
 // Opens (creating it and its directories) the lock file of `id` and locks it
 // as FileLock::Acquire does.
-absl::StatusOr<FileLock> LockEntry(const std::string &locks_dir,
-                                   const EntryKey &id, absl::Time deadline,
-                                   Env *env);
+absl::StatusOr<FileLock> LockEntry(const std::string& locks_dir,
+                                   const EntryKey& id, absl::Time deadline,
+                                   Env* env);
 
 }  // namespace neffd
 

@@ -51,7 +51,7 @@ struct KeyInputs {
 
 // The key for `inputs`. InvalidArgument naming the field when the selected
 // source (hlo_bytes or base_key) is empty or the compiler version is empty.
-absl::StatusOr<std::string> DeriveKey(const KeyInputs &inputs,
+absl::StatusOr<std::string> DeriveKey(const KeyInputs& inputs,
                                       bool key_from_hlo);
 
 }  // namespace neffd

@@ -74,10 +74,10 @@ class TorchNeuronCache;
 class TorchNeuronCompileLock {
  public:
   ~TorchNeuronCompileLock();
-  TorchNeuronCompileLock(const TorchNeuronCompileLock &) = delete;
-  TorchNeuronCompileLock &operator=(const TorchNeuronCompileLock &) = delete;
+  TorchNeuronCompileLock(const TorchNeuronCompileLock&) = delete;
+  TorchNeuronCompileLock& operator=(const TorchNeuronCompileLock&) = delete;
 
-  const std::string &key() const { return key_; }
+  const std::string& key() const { return key_; }
   // False once released, and for the lock of an entry that was cached when
   // it was asked for (there was nothing to hold).
   bool held() const;
@@ -87,10 +87,10 @@ class TorchNeuronCompileLock {
 
  private:
   friend class TorchNeuronCache;
-  TorchNeuronCompileLock(TorchNeuronCache *cache, std::string key,
+  TorchNeuronCompileLock(TorchNeuronCache* cache, std::string key,
                          std::unique_ptr<Lease> lease);
 
-  TorchNeuronCache *const cache_;
+  TorchNeuronCache* const cache_;
   const std::string key_;
   std::unique_ptr<Lease> lease_;
   bool registered_ = false;
@@ -101,18 +101,18 @@ class TorchNeuronCache {
   // Settings from the process environment (CacheClient::FromEnvironment);
   // `address` overrides NEFFD_ADDRESS when non-empty.
   static absl::StatusOr<std::unique_ptr<TorchNeuronCache>> FromEnvironment(
-      const std::string &compiler_version, const std::string &address = "",
-      const ClientTls &tls = ClientTls());
+      const std::string& compiler_version, const std::string& address = "",
+      const ClientTls& tls = ClientTls());
 
   // `compiler_version` is sent with every request as given.
   TorchNeuronCache(std::unique_ptr<CacheClient> client,
                    std::string compiler_version);
   ~TorchNeuronCache();
-  TorchNeuronCache(const TorchNeuronCache &) = delete;
-  TorchNeuronCache &operator=(const TorchNeuronCache &) = delete;
+  TorchNeuronCache(const TorchNeuronCache&) = delete;
+  TorchNeuronCache& operator=(const TorchNeuronCache&) = delete;
 
-  CacheClient &client() { return *client_; }
-  const std::string &compiler_version() const { return compiler_version_; }
+  CacheClient& client() { return *client_; }
+  const std::string& compiler_version() const { return compiler_version_; }
   // {cache_dir}/{k0k1}/{k2k3}/{key}.neff: where TorchNeuron keeps `key`.
   std::string EntryPath(absl::string_view key) const;
 
@@ -133,17 +133,17 @@ class TorchNeuronCache {
   friend class TorchNeuronCompileLock;
 
   absl::StatusOr<EntryKey> Id(absl::string_view key) const;
-  absl::StatusOr<Store *> OpenStore();
+  absl::StatusOr<Store*> OpenStore();
   // Publishes `path` (holding `neff`) under `lease`; warns on failure.
-  void PublishThrough(Lease &lease, const EntryKey &id, const std::string &path,
+  void PublishThrough(Lease& lease, const EntryKey& id, const std::string& path,
                       absl::string_view neff);
-  void Unregister(const std::string &key);
+  void Unregister(const std::string& key);
 
   const std::unique_ptr<CacheClient> client_;
   const std::string compiler_version_;
   absl::Mutex mu_;
   // The locks this object holds, by key (Put publishes through them).
-  std::map<std::string, TorchNeuronCompileLock *> locks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TorchNeuronCompileLock*> locks_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -25,7 +25,7 @@ std::string Pattern(size_t size) {
   return bytes;
 }
 
-std::string ReadAll(const std::string &path) {
+std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -119,7 +119,7 @@ TEST(CopyAndHashTest, ARememberedFileThatChangedIsHashed) {
 
 int Threads() {
   int n = 0;
-  for (const auto &entry :
+  for (const auto& entry :
        std::filesystem::directory_iterator("/proc/self/task")) {
     (void)entry;
     ++n;
@@ -161,7 +161,7 @@ TEST(CopyAndHashTest, LargeCopiesReuseTheirWriterThreads) {
       EXPECT_TRUE(ReadAll(out_path) == mine);
     });
   }
-  for (std::thread &t : copies) t.join();
+  for (std::thread& t : copies) t.join();
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ bool IsMetadataOp(FsOp op);
 
 class CountingEnv : public EnvWrapper {
  public:
-  explicit CountingEnv(Env *target) : EnvWrapper(target) {}
+  explicit CountingEnv(Env* target) : EnvWrapper(target) {}
 
   uint64_t calls(FsOp op) const {
     return calls_[static_cast<int>(op)].load(std::memory_order_relaxed);
@@ -48,7 +48,7 @@ class CountingEnv : public EnvWrapper {
   }
 
  protected:
-  absl::Status BeforeCall(const FsCall &call) override {
+  absl::Status BeforeCall(const FsCall& call) override {
     calls_[static_cast<int>(call.op)].fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }

@@ -20,7 +20,7 @@
 namespace neffd {
 
 struct Sha256::Ctx {
-  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
   ~Ctx() { EVP_MD_CTX_free(md); }
 };
 
@@ -31,7 +31,7 @@ Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {
 
 Sha256::~Sha256() = default;
 
-void Sha256::Update(const void *data, size_t size) {
+void Sha256::Update(const void* data, size_t size) {
   if (failed_) return;
   failed_ = EVP_DigestUpdate(ctx_->md, data, size) != 1;
 }
@@ -46,7 +46,7 @@ absl::StatusOr<std::string> Sha256::HexDigest() {
         absl::StrCat("sha256: OpenSSL failed: ", reason));
   }
   return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char *>(md), len));
+      absl::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 std::string Sha256Hex(absl::string_view data) {
@@ -74,7 +74,7 @@ constexpr off_t kWindow = 8 << 20;
 constexpr size_t kMaxVerified = 64;
 
 // Reads one chunk, retrying EINTR; 0 at EOF.
-absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
+absl::StatusOr<size_t> ReadChunk(int fd, char* buf, absl::string_view what) {
   for (;;) {
     ssize_t n = read(fd, buf, kChunk);
     if (n >= 0) return static_cast<size_t>(n);
@@ -85,7 +85,7 @@ absl::StatusOr<size_t> ReadChunk(int fd, char *buf, absl::string_view what) {
 
 // This thread's chunk buffer, allocated once (uninitialised: every byte used
 // is read into first) and kept for the thread's life.
-char *ThisThreadsChunk() {
+char* ThisThreadsChunk() {
   thread_local const std::unique_ptr<char[]> chunk(new char[kChunk]);
   return chunk.get();
 }
@@ -121,7 +121,7 @@ struct Identity {
   off_t size = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
-  bool operator==(const Identity &o) const {
+  bool operator==(const Identity& o) const {
     return dev == o.dev && ino == o.ino && size == o.size &&
            mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
   }
@@ -138,11 +138,11 @@ std::optional<Identity> IdentityOfFd(int fd) {
 // What RememberVerified recorded, newest last.
 class VerifiedFiles {
  public:
-  static VerifiedFiles &Get() {
-    static VerifiedFiles *const files = new VerifiedFiles;
+  static VerifiedFiles& Get() {
+    static VerifiedFiles* const files = new VerifiedFiles;
     return *files;
   }
-  void Remember(const Identity &id, const CopyResult &content) {
+  void Remember(const Identity& id, const CopyResult& content) {
     absl::MutexLock lock(&mu_);
     Erase(id.dev, id.ino);
     if (files_.size() == kMaxVerified) files_.erase(files_.begin());
@@ -152,9 +152,9 @@ class VerifiedFiles {
     absl::MutexLock lock(&mu_);
     Erase(dev, ino);
   }
-  std::optional<CopyResult> Find(const Identity &id) {
+  std::optional<CopyResult> Find(const Identity& id) {
     absl::MutexLock lock(&mu_);
-    for (const auto &[known, content] : files_) {
+    for (const auto& [known, content] : files_) {
       if (known == id) return content;
     }
     return std::nullopt;
@@ -177,7 +177,7 @@ class VerifiedFiles {
 // in the kernel where it can, else through this thread's chunk; no hash.
 absl::Status CopyWithoutHash(int in_fd, int out_fd, uint64_t size,
                              absl::string_view what, absl::string_view out_name,
-                             Env *env) {
+                             Env* env) {
   uint64_t copied = 0;
   bool kernel = true;
   while (copied < size) {
@@ -194,7 +194,7 @@ absl::Status CopyWithoutHash(int in_fd, int out_fd, uint64_t size,
       if (!k.ok()) return k.status();
       n = *k;
     } else {
-      char *buf = ThisThreadsChunk();
+      char* buf = ThisThreadsChunk();
       absl::StatusOr<size_t> r = ReadChunk(in_fd, buf, what);
       if (!r.ok()) return r.status();
       n = std::min<size_t>(*r, size - copied);
@@ -221,13 +221,13 @@ absl::Status CopyWithoutHash(int in_fd, int out_fd, uint64_t size,
 // the copy that needed it, and detached.
 class WriterPool {
  public:
-  static WriterPool &Get() {
-    static WriterPool *const pool = new WriterPool;  // never destroyed
+  static WriterPool& Get() {
+    static WriterPool* const pool = new WriterPool;  // never destroyed
     return *pool;
   }
   // Runs `job` on an idle writer thread (starting one through `env` if none
   // is idle).
-  void Run(Env *env, std::function<void()> job) {
+  void Run(Env* env, std::function<void()> job) {
     absl::MutexLock lock(&mu_);
     jobs_.push_back(std::move(job));
     if (jobs_.size() > idle_) {
@@ -262,7 +262,7 @@ class WriterPool {
 // A ring of kSlots chunk buffers, one per thread that starts a pipelined
 // copy, allocated at its first and kept.
 constexpr int kSlots = 4;
-char *ThisThreadsRing(int slot) {
+char* ThisThreadsRing(int slot) {
   thread_local const std::unique_ptr<char[]> ring(new char[kSlots * kChunk]);
   return ring.get() + static_cast<size_t>(slot) * kChunk;
 }
@@ -274,14 +274,14 @@ char *ThisThreadsRing(int slot) {
 // them is last to let go of it frees it.
 class WritePipeline {
  public:
-  WritePipeline(int out_fd, absl::string_view what, Env *env)
+  WritePipeline(int out_fd, absl::string_view what, Env* env)
       : state_(std::make_shared<State>(out_fd, what, env)) {
     WriterPool::Get().Run(env, [state = state_] { state->WriteLoop(); });
   }
   ~WritePipeline() { (void)Close(); }
 
   // A free buffer to read into, or nullptr once the writer failed.
-  char *Acquire() { return state_->Acquire(); }
+  char* Acquire() { return state_->Acquire(); }
   // Queues the buffer from Acquire() holding `n` bytes.
   void Submit(size_t n) { state_->Submit(n); }
   // Waits until everything submitted is written; the first write error.
@@ -289,10 +289,10 @@ class WritePipeline {
 
  private:
   struct State {
-    State(int out_fd, absl::string_view what, Env *env)
+    State(int out_fd, absl::string_view what, Env* env)
         : out_fd(out_fd), what(what), env(env) {}
 
-    char *Acquire() {
+    char* Acquire() {
       absl::MutexLock lock(&mu);
       while (status.ok() && filled - written >= kSlots) changed.Wait(&mu);
       if (!status.ok()) return nullptr;
@@ -314,7 +314,7 @@ class WritePipeline {
     void WriteLoop() {
       uint64_t offset = 0;
       for (;;) {
-        std::pair<const char *, size_t> slot;
+        std::pair<const char*, size_t> slot;
         {
           absl::MutexLock lock(&mu);
           while (filled == written && !closed) changed.Wait(&mu);
@@ -338,13 +338,13 @@ class WritePipeline {
 
     const int out_fd;
     const std::string what;
-    Env *const env;
+    Env* const env;
     absl::Mutex mu;
     // Explicit waits, not Mutex::Await: absl evaluates an Await condition on
     // whichever thread unlocks, reading the waiter's stack, which TSan (with
     // Debian's uninstrumented absl) cannot see ordered.
     absl::CondVar changed;
-    std::pair<const char *, size_t> slots[kSlots] ABSL_GUARDED_BY(mu) = {};
+    std::pair<const char*, size_t> slots[kSlots] ABSL_GUARDED_BY(mu) = {};
     uint64_t filled ABSL_GUARDED_BY(mu) = 0;
     uint64_t written ABSL_GUARDED_BY(mu) = 0;
     bool closed ABSL_GUARDED_BY(mu) = false;
@@ -354,7 +354,7 @@ class WritePipeline {
   const std::shared_ptr<State> state_;
 };
 
-absl::StatusOr<CopyResult> Finish(Sha256 &hash, CopyResult result) {
+absl::StatusOr<CopyResult> Finish(Sha256& hash, CopyResult result) {
   absl::StatusOr<std::string> digest = hash.HexDigest();
   if (!digest.ok()) return digest.status();
   result.sha256 = *std::move(digest);
@@ -363,7 +363,7 @@ absl::StatusOr<CopyResult> Finish(Sha256 &hash, CopyResult result) {
 
 }  // namespace
 
-void RememberVerified(int fd, const CopyResult &content) {
+void RememberVerified(int fd, const CopyResult& content) {
   if (std::optional<Identity> id = IdentityOfFd(fd)) {
     VerifiedFiles::Get().Remember(*id, content);
   }
@@ -377,7 +377,7 @@ void ForgetVerified(int fd) {
 
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what,
-                                       const CopyOptions &options) {
+                                       const CopyOptions& options) {
   const absl::string_view out_name =
       options.out_name.empty() ? what : options.out_name;
   if (out_fd >= 0 && lseek(in_fd, 0, SEEK_CUR) == 0) {
@@ -410,7 +410,7 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
     // verifying small entries at once (fallback mode), zero-filling and
     // faulting in a new 1 MiB per lookup starved a restarting daemon of CPU
     // for 45 s (docs/RELIABILITY.md).
-    char *buf = ThisThreadsChunk();
+    char* buf = ThisThreadsChunk();
     for (;;) {
       absl::StatusOr<size_t> n = ReadChunk(in_fd, buf, what);
       if (!n.ok()) return n.status();
@@ -432,7 +432,7 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
   // of the two instead of their sum.
   WritePipeline pipeline(out_fd, out_name, options.env);
   for (;;) {
-    char *buf = pipeline.Acquire();
+    char* buf = pipeline.Acquire();
     if (buf == nullptr) break;  // the writer failed; Close() says why
     absl::StatusOr<size_t> n = ReadChunk(in_fd, buf, what);
     if (!n.ok()) {
@@ -470,7 +470,7 @@ absl::StatusOr<uint64_t> CopyFileContents(int in_fd, int out_fd,
     }
     return absl::ErrnoToStatus(errno, absl::StrCat("copying ", what));
   }
-  char *buf = ThisThreadsChunk();
+  char* buf = ThisThreadsChunk();
   for (;;) {
     absl::StatusOr<size_t> n = ReadChunk(in_fd, buf, what);
     if (!n.ok()) return n.status();

@@ -43,10 +43,10 @@ class Sha256 {
  public:
   Sha256();
   ~Sha256();
-  Sha256(const Sha256 &) = delete;
-  Sha256 &operator=(const Sha256 &) = delete;
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
 
-  void Update(const void *data, size_t size);
+  void Update(const void* data, size_t size);
   // Lowercase hex; Internal if an OpenSSL call failed at any step. The
   // object must not be used afterwards.
   absl::StatusOr<std::string> HexDigest();
@@ -72,7 +72,7 @@ struct CopyResult {
 // How CopyAndHash writes: through `env`, to a file it names `out_name` in
 // errors and to Env wrappers (empty: the source's `what`).
 struct CopyOptions {
-  Env *env = Env::Default();
+  Env* env = Env::Default();
   absl::string_view out_name;
 };
 
@@ -81,12 +81,12 @@ struct CopyOptions {
 // was read. Errors name the file and the errno.
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what,
-                                       const CopyOptions &options = {});
+                                       const CopyOptions& options = {});
 
 // Records that the regular file open as `fd`, as it is now, holds `content`
 // (its size and sha256, which the caller computed from every byte of it).
 // The 64 most recent are kept. No-op if `fd` cannot be stat'ed.
-void RememberVerified(int fd, const CopyResult &content);
+void RememberVerified(int fd, const CopyResult& content);
 // Forgets what RememberVerified recorded for the file open as `fd`.
 void ForgetVerified(int fd);
 

@@ -18,7 +18,7 @@ absl::StatusOr<v1::DoneRecord> ParseDoneRecord(absl::string_view text) {
   return done;
 }
 
-absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord &done) {
+absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord& done) {
   std::string json;
   google::protobuf::util::JsonPrintOptions print;
   print.preserve_proto_field_names = true;

@@ -30,7 +30,7 @@ inline constexpr char kCompileMsMetadata[] = "compile_ms";
 absl::StatusOr<v1::DoneRecord> ParseDoneRecord(absl::string_view text);
 
 // The JSON that ParseDoneRecord reads back to `done`.
-absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord &done);
+absl::StatusOr<std::string> DoneRecordToJson(const v1::DoneRecord& done);
 
 }  // namespace neffd
 

@@ -75,7 +75,7 @@ absl::StatusOr<EntryKey> EntryKey::Parse(absl::string_view ns,
   return EntryKey(parsed_ns, std::string(compiler_version), std::string(key));
 }
 
-absl::StatusOr<EntryKey> EntryKey::Parse(const v1::EntryId &id) {
+absl::StatusOr<EntryKey> EntryKey::Parse(const v1::EntryId& id) {
   return Parse(id.namespace_(), id.compiler_version(), id.key());
 }
 

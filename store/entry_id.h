@@ -39,7 +39,7 @@ class EntryKey {
  public:
   // Validates every field of `id`; the error names the offending field
   // (e.g. "id.key: contains '/'").
-  static absl::StatusOr<EntryKey> Parse(const v1::EntryId &id);
+  static absl::StatusOr<EntryKey> Parse(const v1::EntryId& id);
   static absl::StatusOr<EntryKey> Parse(absl::string_view ns,
                                         absl::string_view compiler_version,
                                         absl::string_view key);
@@ -48,15 +48,15 @@ class EntryKey {
   static absl::StatusOr<EntryKey> FromCanonical(absl::string_view canonical);
 
   Namespace ns() const { return ns_; }
-  const std::string &compiler_version() const { return compiler_version_; }
-  const std::string &key() const { return key_; }
+  const std::string& compiler_version() const { return compiler_version_; }
+  const std::string& key() const { return key_; }
 
   // "{ns}/{version}/{key}" ("{ns}//{key}" for any version): unique across
   // namespaces; used as a map and index key.
   std::string Canonical() const;
   v1::EntryId ToProto() const;
 
-  friend bool operator==(const EntryKey &a, const EntryKey &b) {
+  friend bool operator==(const EntryKey& a, const EntryKey& b) {
     return a.ns_ == b.ns_ && a.compiler_version_ == b.compiler_version_ &&
            a.key_ == b.key_;
   }

@@ -58,7 +58,7 @@ absl::string_view FsOpName(FsOp op) {
   return "?";
 }
 
-absl::Status FsCallError(const FsCall &call, int err) {
+absl::Status FsCallError(const FsCall& call, int err) {
   return absl::ErrnoToStatus(
       err, call.target.empty() ? absl::StrCat(FsOpName(call.op), " ", call.path)
                                : absl::StrCat(FsOpName(call.op), " ", call.path,
@@ -69,7 +69,7 @@ namespace {
 
 // Runs `syscall` again while it fails with EINTR; OK unless it returns -1.
 template <typename Syscall>
-absl::Status Check(const FsCall &call, Syscall syscall) {
+absl::Status Check(const FsCall& call, Syscall syscall) {
   for (;;) {
     if (syscall() != -1) return absl::OkStatus();
     if (errno != EINTR) return FsCallError(call, errno);
@@ -78,7 +78,7 @@ absl::Status Check(const FsCall &call, Syscall syscall) {
 
 class PosixEnv : public Env {
  public:
-  absl::StatusOr<UniqueFd> Open(const std::string &path, int flags,
+  absl::StatusOr<UniqueFd> Open(const std::string& path, int flags,
                                 mode_t mode) override {
     int fd = -1;
     absl::Status s = Check({FsOp::kOpen, path}, [&] {
@@ -88,53 +88,53 @@ class PosixEnv : public Env {
     return UniqueFd(fd);
   }
 
-  absl::Status Stat(const std::string &path, struct stat *st) override {
+  absl::Status Stat(const std::string& path, struct stat* st) override {
     return Check({FsOp::kStat, path}, [&] { return stat(path.c_str(), st); });
   }
 
-  absl::Status Lstat(const std::string &path, struct stat *st) override {
+  absl::Status Lstat(const std::string& path, struct stat* st) override {
     return Check({FsOp::kLstat, path}, [&] { return lstat(path.c_str(), st); });
   }
 
-  absl::Status Fstat(int fd, absl::string_view name, struct stat *st) override {
+  absl::Status Fstat(int fd, absl::string_view name, struct stat* st) override {
     return Check({FsOp::kFstat, name}, [&] { return fstat(fd, st); });
   }
 
-  absl::Status Access(const std::string &path, int mode) override {
+  absl::Status Access(const std::string& path, int mode) override {
     return Check({FsOp::kAccess, path},
                  [&] { return access(path.c_str(), mode); });
   }
 
-  absl::Status Rename(const std::string &from, const std::string &to) override {
+  absl::Status Rename(const std::string& from, const std::string& to) override {
     return Check({FsOp::kRename, from, to},
                  [&] { return rename(from.c_str(), to.c_str()); });
   }
 
-  absl::Status Link(const std::string &from, const std::string &to) override {
+  absl::Status Link(const std::string& from, const std::string& to) override {
     return Check({FsOp::kLink, from, to},
                  [&] { return link(from.c_str(), to.c_str()); });
   }
 
-  absl::Status Unlink(const std::string &path) override {
+  absl::Status Unlink(const std::string& path) override {
     return Check({FsOp::kUnlink, path}, [&] { return unlink(path.c_str()); });
   }
 
-  absl::Status Mkdir(const std::string &path, mode_t mode) override {
+  absl::Status Mkdir(const std::string& path, mode_t mode) override {
     return Check({FsOp::kMkdir, path},
                  [&] { return mkdir(path.c_str(), mode); });
   }
 
-  absl::Status Rmdir(const std::string &path) override {
+  absl::Status Rmdir(const std::string& path) override {
     return Check({FsOp::kRmdir, path}, [&] { return rmdir(path.c_str()); });
   }
 
   absl::StatusOr<std::vector<std::string>> ListDir(
-      const std::string &dir) override {
-    DIR *d = opendir(dir.c_str());
+      const std::string& dir) override {
+    DIR* d = opendir(dir.c_str());
     if (d == nullptr) return FsCallError({FsOp::kListDir, dir}, errno);
     std::vector<std::string> names;
     errno = 0;
-    while (struct dirent *e = readdir(d)) {
+    while (struct dirent* e = readdir(d)) {
       absl::string_view name = e->d_name;
       if (name != "." && name != "..") names.emplace_back(name);
     }
@@ -178,7 +178,7 @@ class PosixEnv : public Env {
     return Check({FsOp::kSync, name}, [&] { return fsync(fd); });
   }
 
-  absl::Status SyncDir(const std::string &dir) override {
+  absl::Status SyncDir(const std::string& dir) override {
     const FsCall call{FsOp::kSyncDir, dir};
     UniqueFd fd;
     absl::Status s = Check(call, [&] {
@@ -202,12 +202,12 @@ class PosixEnv : public Env {
                  [&] { return flock(fd, LOCK_EX | LOCK_NB); });
   }
 
-  absl::Status StatFs(const std::string &path, struct statvfs *out) override {
+  absl::Status StatFs(const std::string& path, struct statvfs* out) override {
     return Check({FsOp::kStatFs, path},
                  [&] { return statvfs(path.c_str(), out); });
   }
 
-  absl::StatusOr<int64_t> FilesystemType(const std::string &path) override {
+  absl::StatusOr<int64_t> FilesystemType(const std::string& path) override {
     struct statfs fs;
     if (absl::Status s = Check({FsOp::kStatFs, path},
                                [&] { return statfs(path.c_str(), &fs); });
@@ -240,68 +240,68 @@ class PosixEnv : public Env {
 
 }  // namespace
 
-Env *Env::Default() {
-  static Env *const env = new PosixEnv;
+Env* Env::Default() {
+  static Env* const env = new PosixEnv;
   return env;
 }
 
-absl::StatusOr<UniqueFd> EnvWrapper::Open(const std::string &path, int flags,
+absl::StatusOr<UniqueFd> EnvWrapper::Open(const std::string& path, int flags,
                                           mode_t mode) {
   if (absl::Status s = BeforeCall({FsOp::kOpen, path}); !s.ok()) return s;
   return target_->Open(path, flags, mode);
 }
 
-absl::Status EnvWrapper::Stat(const std::string &path, struct stat *st) {
+absl::Status EnvWrapper::Stat(const std::string& path, struct stat* st) {
   if (absl::Status s = BeforeCall({FsOp::kStat, path}); !s.ok()) return s;
   return target_->Stat(path, st);
 }
 
-absl::Status EnvWrapper::Lstat(const std::string &path, struct stat *st) {
+absl::Status EnvWrapper::Lstat(const std::string& path, struct stat* st) {
   if (absl::Status s = BeforeCall({FsOp::kLstat, path}); !s.ok()) return s;
   return target_->Lstat(path, st);
 }
 
 absl::Status EnvWrapper::Fstat(int fd, absl::string_view name,
-                               struct stat *st) {
+                               struct stat* st) {
   if (absl::Status s = BeforeCall({FsOp::kFstat, name}); !s.ok()) return s;
   return target_->Fstat(fd, name, st);
 }
 
-absl::Status EnvWrapper::Access(const std::string &path, int mode) {
+absl::Status EnvWrapper::Access(const std::string& path, int mode) {
   if (absl::Status s = BeforeCall({FsOp::kAccess, path}); !s.ok()) return s;
   return target_->Access(path, mode);
 }
 
-absl::Status EnvWrapper::Rename(const std::string &from,
-                                const std::string &to) {
+absl::Status EnvWrapper::Rename(const std::string& from,
+                                const std::string& to) {
   if (absl::Status s = BeforeCall({FsOp::kRename, from, to}); !s.ok()) {
     return s;
   }
   return target_->Rename(from, to);
 }
 
-absl::Status EnvWrapper::Link(const std::string &from, const std::string &to) {
+absl::Status EnvWrapper::Link(const std::string& from, const std::string& to) {
   if (absl::Status s = BeforeCall({FsOp::kLink, from, to}); !s.ok()) return s;
   return target_->Link(from, to);
 }
 
-absl::Status EnvWrapper::Unlink(const std::string &path) {
+absl::Status EnvWrapper::Unlink(const std::string& path) {
   if (absl::Status s = BeforeCall({FsOp::kUnlink, path}); !s.ok()) return s;
   return target_->Unlink(path);
 }
 
-absl::Status EnvWrapper::Mkdir(const std::string &path, mode_t mode) {
+absl::Status EnvWrapper::Mkdir(const std::string& path, mode_t mode) {
   if (absl::Status s = BeforeCall({FsOp::kMkdir, path}); !s.ok()) return s;
   return target_->Mkdir(path, mode);
 }
 
-absl::Status EnvWrapper::Rmdir(const std::string &path) {
+absl::Status EnvWrapper::Rmdir(const std::string& path) {
   if (absl::Status s = BeforeCall({FsOp::kRmdir, path}); !s.ok()) return s;
   return target_->Rmdir(path);
 }
 
 absl::StatusOr<std::vector<std::string>> EnvWrapper::ListDir(
-    const std::string &dir) {
+    const std::string& dir) {
   if (absl::Status s = BeforeCall({FsOp::kListDir, dir}); !s.ok()) return s;
   return target_->ListDir(dir);
 }
@@ -324,7 +324,7 @@ absl::Status EnvWrapper::Sync(int fd, absl::string_view name) {
   return target_->Sync(fd, name);
 }
 
-absl::Status EnvWrapper::SyncDir(const std::string &dir) {
+absl::Status EnvWrapper::SyncDir(const std::string& dir) {
   if (absl::Status s = BeforeCall({FsOp::kSyncDir, dir}); !s.ok()) return s;
   return target_->SyncDir(dir);
 }
@@ -344,12 +344,12 @@ absl::Status EnvWrapper::TryLock(int fd, absl::string_view name) {
   return target_->TryLock(fd, name);
 }
 
-absl::Status EnvWrapper::StatFs(const std::string &path, struct statvfs *out) {
+absl::Status EnvWrapper::StatFs(const std::string& path, struct statvfs* out) {
   if (absl::Status s = BeforeCall({FsOp::kStatFs, path}); !s.ok()) return s;
   return target_->StatFs(path, out);
 }
 
-absl::StatusOr<int64_t> EnvWrapper::FilesystemType(const std::string &path) {
+absl::StatusOr<int64_t> EnvWrapper::FilesystemType(const std::string& path) {
   if (absl::Status s = BeforeCall({FsOp::kStatFs, path}); !s.ok()) return s;
   return target_->FilesystemType(path);
 }

@@ -83,7 +83,7 @@ struct FsCall {
 
 // The status a call that failed with `err` returns:
 // "{op} {path}[ to {target}]: {strerror}", coded by absl::ErrnoToStatus.
-absl::Status FsCallError(const FsCall &call, int err);
+absl::Status FsCallError(const FsCall& call, int err);
 
 // A thread an Env started. Joined by Join() or, if still joinable, by the
 // destructor (never std::terminate); Detach() lets it run to its end alone.
@@ -92,8 +92,8 @@ class EnvThread {
  public:
   EnvThread() = default;
   explicit EnvThread(std::thread thread) : thread_(std::move(thread)) {}
-  EnvThread(EnvThread &&) = default;
-  EnvThread &operator=(EnvThread &&other) {
+  EnvThread(EnvThread&&) = default;
+  EnvThread& operator=(EnvThread&& other) {
     Join();
     thread_ = std::move(other.thread_);
     return *this;
@@ -115,37 +115,37 @@ class EnvThread {
 class Env {
  public:
   Env() = default;
-  Env(const Env &) = delete;
-  Env &operator=(const Env &) = delete;
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
   virtual ~Env() = default;
 
   // POSIX and absl's clock; lives for the whole process.
-  static Env *Default();
+  static Env* Default();
 
   // --- Files and directories ---
 
   // open(2) with `flags` (O_CLOEXEC is added) and `mode` for a created file.
-  virtual absl::StatusOr<UniqueFd> Open(const std::string &path, int flags,
+  virtual absl::StatusOr<UniqueFd> Open(const std::string& path, int flags,
                                         mode_t mode = 0) = 0;
-  virtual absl::Status Stat(const std::string &path, struct stat *st) = 0;
+  virtual absl::Status Stat(const std::string& path, struct stat* st) = 0;
   // Does not follow a final symlink.
-  virtual absl::Status Lstat(const std::string &path, struct stat *st) = 0;
+  virtual absl::Status Lstat(const std::string& path, struct stat* st) = 0;
   virtual absl::Status Fstat(int fd, absl::string_view name,
-                             struct stat *st) = 0;
+                             struct stat* st) = 0;
   // access(2): OK if this process may use `path` as `mode` (R_OK, W_OK...).
-  virtual absl::Status Access(const std::string &path, int mode) = 0;
+  virtual absl::Status Access(const std::string& path, int mode) = 0;
   // Atomically replaces `to` (rename(2)).
-  virtual absl::Status Rename(const std::string &from,
-                              const std::string &to) = 0;
+  virtual absl::Status Rename(const std::string& from,
+                              const std::string& to) = 0;
   // A second name `to` for `from`; AlreadyExists if `to` exists.
-  virtual absl::Status Link(const std::string &from, const std::string &to) = 0;
-  virtual absl::Status Unlink(const std::string &path) = 0;
+  virtual absl::Status Link(const std::string& from, const std::string& to) = 0;
+  virtual absl::Status Unlink(const std::string& path) = 0;
   // One directory; AlreadyExists if `path` exists (MakeDirs makes a chain).
-  virtual absl::Status Mkdir(const std::string &path, mode_t mode) = 0;
-  virtual absl::Status Rmdir(const std::string &path) = 0;
+  virtual absl::Status Mkdir(const std::string& path, mode_t mode) = 0;
+  virtual absl::Status Rmdir(const std::string& path) = 0;
   // The names in `dir` (not "." or ".."), in no particular order.
   virtual absl::StatusOr<std::vector<std::string>> ListDir(
-      const std::string &dir) = 0;
+      const std::string& dir) = 0;
   // Writes all of `data` at the descriptor's offset.
   virtual absl::Status Write(int fd, absl::string_view name,
                              absl::string_view data) = 0;
@@ -161,17 +161,17 @@ class Env {
                                            size_t length) = 0;
   virtual absl::Status Sync(int fd, absl::string_view name) = 0;
   // Makes the names in `dir` durable (open it, fsync it).
-  virtual absl::Status SyncDir(const std::string &dir) = 0;
+  virtual absl::Status SyncDir(const std::string& dir) = 0;
   // Sets the file's access and modification times to now (futimens(2)).
   virtual absl::Status Touch(int fd, absl::string_view name) = 0;
   virtual absl::Status Chmod(int fd, absl::string_view name, mode_t mode) = 0;
   // An exclusive flock(2) without waiting: Unavailable while another open
   // file description holds it. Released when the descriptor is closed.
   virtual absl::Status TryLock(int fd, absl::string_view name) = 0;
-  virtual absl::Status StatFs(const std::string &path, struct statvfs *out) = 0;
+  virtual absl::Status StatFs(const std::string& path, struct statvfs* out) = 0;
   // statfs(2)'s f_type for `path`'s filesystem (NFS_SUPER_MAGIC, ...): what
   // kind of filesystem it is, which statvfs does not say.
-  virtual absl::StatusOr<int64_t> FilesystemType(const std::string &path) = 0;
+  virtual absl::StatusOr<int64_t> FilesystemType(const std::string& path) = 0;
 
   // --- Clock ---
 
@@ -196,34 +196,34 @@ class Env {
 class EnvWrapper : public Env {
  public:
   // `target` must outlive the wrapper.
-  explicit EnvWrapper(Env *target) : target_(target) {}
-  Env *target() const { return target_; }
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
 
-  absl::StatusOr<UniqueFd> Open(const std::string &path, int flags,
+  absl::StatusOr<UniqueFd> Open(const std::string& path, int flags,
                                 mode_t mode = 0) override;
-  absl::Status Stat(const std::string &path, struct stat *st) override;
-  absl::Status Lstat(const std::string &path, struct stat *st) override;
-  absl::Status Fstat(int fd, absl::string_view name, struct stat *st) override;
-  absl::Status Access(const std::string &path, int mode) override;
-  absl::Status Rename(const std::string &from, const std::string &to) override;
-  absl::Status Link(const std::string &from, const std::string &to) override;
-  absl::Status Unlink(const std::string &path) override;
-  absl::Status Mkdir(const std::string &path, mode_t mode) override;
-  absl::Status Rmdir(const std::string &path) override;
+  absl::Status Stat(const std::string& path, struct stat* st) override;
+  absl::Status Lstat(const std::string& path, struct stat* st) override;
+  absl::Status Fstat(int fd, absl::string_view name, struct stat* st) override;
+  absl::Status Access(const std::string& path, int mode) override;
+  absl::Status Rename(const std::string& from, const std::string& to) override;
+  absl::Status Link(const std::string& from, const std::string& to) override;
+  absl::Status Unlink(const std::string& path) override;
+  absl::Status Mkdir(const std::string& path, mode_t mode) override;
+  absl::Status Rmdir(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(
-      const std::string &dir) override;
+      const std::string& dir) override;
   absl::Status Write(int fd, absl::string_view name,
                      absl::string_view data) override;
   absl::StatusOr<size_t> CopyRange(int in_fd, int out_fd,
                                    absl::string_view name,
                                    size_t length) override;
   absl::Status Sync(int fd, absl::string_view name) override;
-  absl::Status SyncDir(const std::string &dir) override;
+  absl::Status SyncDir(const std::string& dir) override;
   absl::Status Touch(int fd, absl::string_view name) override;
   absl::Status Chmod(int fd, absl::string_view name, mode_t mode) override;
   absl::Status TryLock(int fd, absl::string_view name) override;
-  absl::Status StatFs(const std::string &path, struct statvfs *out) override;
-  absl::StatusOr<int64_t> FilesystemType(const std::string &path) override;
+  absl::Status StatFs(const std::string& path, struct statvfs* out) override;
+  absl::StatusOr<int64_t> FilesystemType(const std::string& path) override;
 
   absl::Time Now() override { return target_->Now(); }
   absl::Duration MonotonicNow() override { return target_->MonotonicNow(); }
@@ -239,12 +239,12 @@ class EnvWrapper : public Env {
   // Runs before each filesystem call is forwarded; a non-OK status is
   // returned in its place and the call is not made. The view in `call` is
   // valid only during the call.
-  virtual absl::Status BeforeCall(const FsCall &call) {
+  virtual absl::Status BeforeCall(const FsCall& call) {
     return absl::OkStatus();
   }
 
  private:
-  Env *const target_;
+  Env* const target_;
 };
 
 }  // namespace neffd

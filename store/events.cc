@@ -8,9 +8,9 @@
 
 namespace neffd {
 
-void StderrEventSink(const StoreEvent &event) {
+void StderrEventSink(const StoreEvent& event) {
   std::string line = absl::StrCat("neffd: ", event.name);
-  for (const auto &[key, value] : event.fields) {
+  for (const auto& [key, value] : event.fields) {
     const bool quote = value.empty() || absl::StrContains(value, ' ') ||
                        absl::StrContains(value, '"');
     absl::StrAppend(

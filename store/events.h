@@ -25,11 +25,11 @@ struct StoreEvent {
   std::vector<std::pair<std::string, std::string>> fields;
 };
 
-using EventSink = std::function<void(const StoreEvent &)>;
+using EventSink = std::function<void(const StoreEvent&)>;
 
 // "neffd: entry_quarantined entry=... reason=..." on stderr in one write: the
 // sink of processes that inject none (ranks, neffctl).
-void StderrEventSink(const StoreEvent &event);
+void StderrEventSink(const StoreEvent& event);
 
 }  // namespace neffd
 

@@ -18,7 +18,7 @@
 namespace neffd {
 
 absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what,
-                      Env *env) {
+                      Env* env) {
   return env->Write(fd, what, data);
 }
 
@@ -26,7 +26,7 @@ namespace {
 
 // The parent of `path`: up to its last component, without its slashes; ""
 // if it has none.
-std::string ParentDir(const std::string &path) {
+std::string ParentDir(const std::string& path) {
   const size_t last = path.rfind('/');
   const size_t end = last == std::string::npos
                          ? std::string::npos
@@ -40,8 +40,8 @@ struct Created {
   bool exact_mode = false;  // chmod each one to `mode` (umask-proof)
 };
 
-absl::Status MakeDirChain(const std::string &path, int mode, Created how,
-                          Env *env) {
+absl::Status MakeDirChain(const std::string& path, int mode, Created how,
+                          Env* env) {
   if (path.empty()) return absl::InvalidArgumentError("empty directory path");
   absl::Status made = env->Mkdir(path, mode);
   const std::string parent = ParentDir(path);
@@ -70,20 +70,20 @@ absl::Status MakeDirChain(const std::string &path, int mode, Created how,
 
 }  // namespace
 
-absl::Status MakeDirs(const std::string &path, int mode, Env *env) {
+absl::Status MakeDirs(const std::string& path, int mode, Env* env) {
   return MakeDirChain(path, mode, Created{}, env);
 }
 
-absl::Status MakeDirsDurably(const std::string &path, int mode, Env *env) {
+absl::Status MakeDirsDurably(const std::string& path, int mode, Env* env) {
   return MakeDirChain(path, mode, Created{/*durable=*/true, false}, env);
 }
 
-absl::Status MakeGroupDirs(const std::string &path, int mode, Env *env,
+absl::Status MakeGroupDirs(const std::string& path, int mode, Env* env,
                            bool durably) {
   return MakeDirChain(path, mode, Created{durably, /*exact_mode=*/true}, env);
 }
 
-absl::Status ChmodDir(const std::string &path, int mode, Env *env) {
+absl::Status ChmodDir(const std::string& path, int mode, Env* env) {
   absl::StatusOr<UniqueFd> dir =
       env->Open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
   if (!dir.ok()) return dir.status();
@@ -92,11 +92,11 @@ absl::Status ChmodDir(const std::string &path, int mode, Env *env) {
 
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char *>(raw.data()),
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()),
                  static_cast<int>(bytes)) != 1) {
     // OpenSSL's generator failed (no entropy): still unique per process.
     thread_local absl::BitGen bits;
-    for (char &c : raw) c = static_cast<char>(absl::Uniform<uint8_t>(bits));
+    for (char& c : raw) c = static_cast<char>(absl::Uniform<uint8_t>(bits));
   }
   return absl::BytesToHexString(raw);
 }
@@ -107,9 +107,9 @@ std::string UniqueTempName(absl::string_view base, absl::string_view host) {
                          absl::Uniform<uint64_t>(bits));
 }
 
-absl::Status WriteFileAtomically(const std::string &dir, absl::string_view name,
+absl::Status WriteFileAtomically(const std::string& dir, absl::string_view name,
                                  absl::string_view data, absl::string_view host,
-                                 bool durable, Env *env) {
+                                 bool durable, Env* env) {
   const std::string tmp = absl::StrCat(dir, "/", UniqueTempName(name, host));
   absl::StatusOr<UniqueFd> fd =
       env->Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
@@ -135,14 +135,14 @@ absl::string_view BaseName(absl::string_view path) {
 
 }  // namespace
 
-absl::Status DamageError(const std::string &path, absl::string_view reason) {
+absl::Status DamageError(const std::string& path, absl::string_view reason) {
   absl::Status status = absl::DataLossError(
       absl::StrCat(BaseName(path), " ", reason, " (", path, ")"));
   status.SetPayload(kDamagePayloadUrl, absl::Cord(reason));
   return status;
 }
 
-bool IsDamage(const absl::Status &status) {
+bool IsDamage(const absl::Status& status) {
   return status.GetPayload(kDamagePayloadUrl).has_value();
 }
 
@@ -157,8 +157,8 @@ absl::string_view FileTypeName(mode_t mode) {
   return "not a regular file";
 }
 
-absl::StatusOr<RegularFile> OpenRegularFile(const std::string &path,
-                                            uint64_t max_bytes, Env *env,
+absl::StatusOr<RegularFile> OpenRegularFile(const std::string& path,
+                                            uint64_t max_bytes, Env* env,
                                             int flags) {
   absl::StatusOr<UniqueFd> fd =
       env->Open(path, flags | O_NOFOLLOW | O_NONBLOCK);
@@ -199,8 +199,8 @@ absl::StatusOr<RegularFile> OpenRegularFile(const std::string &path,
   return file;
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
-                                          size_t max_bytes, Env *env) {
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+                                          size_t max_bytes, Env* env) {
   absl::StatusOr<RegularFile> file = OpenRegularFile(path, max_bytes, env);
   if (!file.ok()) return file.status();
   std::string out;
@@ -221,11 +221,11 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string &path,
   return out;
 }
 
-absl::StatusOr<std::string> MoveToQuarantine(const std::string &quarantine_dir,
-                                             const std::string &path,
+absl::StatusOr<std::string> MoveToQuarantine(const std::string& quarantine_dir,
+                                             const std::string& path,
                                              absl::string_view base,
                                              absl::string_view reason,
-                                             absl::string_view host, Env *env) {
+                                             absl::string_view host, Env* env) {
   const std::string name = UniqueTempName(base, host).substr(1);
   const std::string target = absl::StrCat(quarantine_dir, "/", name);
   if (absl::Status s = MakeGroupDirs(quarantine_dir, kSharedDirMode, env);
@@ -239,14 +239,14 @@ absl::StatusOr<std::string> MoveToQuarantine(const std::string &quarantine_dir,
   return target;
 }
 
-absl::Status RemoveTree(const std::string &path, Env *env) {
+absl::Status RemoveTree(const std::string& path, Env* env) {
   struct stat st;
   if (absl::Status s = env->Lstat(path, &st); !s.ok()) return s;
   if (!S_ISDIR(st.st_mode)) return env->Unlink(path);
   absl::StatusOr<std::vector<std::string>> names = env->ListDir(path);
   if (!names.ok()) return names.status();
   absl::Status first;
-  for (const std::string &name : *names) {
+  for (const std::string& name : *names) {
     first.Update(RemoveTree(absl::StrCat(path, "/", name), env));
   }
   first.Update(env->Rmdir(path));
@@ -254,7 +254,7 @@ absl::Status RemoveTree(const std::string &path, Env *env) {
 }
 
 absl::Status ReadOptionFiles(std::initializer_list<OptionFile> files) {
-  for (const OptionFile &file : files) {
+  for (const OptionFile& file : files) {
     absl::StatusOr<std::string> read = ReadSmallFile(*file.path, 1 << 20);
     if (!read.ok()) {
       return absl::InvalidArgumentError(
@@ -266,7 +266,7 @@ absl::Status ReadOptionFiles(std::initializer_list<OptionFile> files) {
   return absl::OkStatus();
 }
 
-absl::Status CheckLocalFilesystem(const std::string &path, Env *env) {
+absl::Status CheckLocalFilesystem(const std::string& path, Env* env) {
   // statfs(2)'s magic numbers (linux/magic.h; Lustre's from its source).
   constexpr int64_t kNfs = 0x6969;
   constexpr int64_t kLustre = 0x0BD00BD0;
@@ -275,7 +275,7 @@ absl::Status CheckLocalFilesystem(const std::string &path, Env *env) {
   constexpr int64_t kSmb2 = 0xFE534D42;
   absl::StatusOr<int64_t> type = env->FilesystemType(path);
   if (!type.ok()) return type.status();
-  const char *kind = nullptr;
+  const char* kind = nullptr;
   switch (*type) {
     case kNfs:
       kind = "nfs";

@@ -37,7 +37,7 @@ std::optional<ProcState> ReadProcState(int64_t pid) {
 }
 
 // A zombie has exited; only its parent has not collected it yet.
-bool IsExited(const ProcState &ps) {
+bool IsExited(const ProcState& ps) {
   return ps.state == 'Z' || ps.state == 'X';
 }
 
@@ -45,7 +45,7 @@ class ProcLiveness : public Liveness {
  public:
   explicit ProcLiveness(std::string host) : host_(std::move(host)) {}
 
-  std::optional<uint64_t> Observe(const HolderInfo &holder) override {
+  std::optional<uint64_t> Observe(const HolderInfo& holder) override {
     if (holder.host != host_ || holder.pid <= 0) return std::nullopt;
     std::optional<ProcState> ps = ReadProcState(holder.pid);
     if (!ps.has_value() || IsExited(*ps)) {
@@ -55,7 +55,7 @@ class ProcLiveness : public Liveness {
     return ps->start_time;
   }
 
-  bool IsAlive(const HolderInfo &holder, uint64_t token) override {
+  bool IsAlive(const HolderInfo& holder, uint64_t token) override {
     std::optional<ProcState> ps = ReadProcState(holder.pid);
     return ps.has_value() && !IsExited(*ps) && ps->start_time == token;
   }

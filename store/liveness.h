@@ -29,8 +29,8 @@ class Liveness {
  public:
   virtual ~Liveness() = default;
   // A token for the holder's current process, or nullopt if not observable.
-  virtual std::optional<uint64_t> Observe(const HolderInfo &holder) = 0;
-  virtual bool IsAlive(const HolderInfo &holder, uint64_t token) = 0;
+  virtual std::optional<uint64_t> Observe(const HolderInfo& holder) = 0;
+  virtual bool IsAlive(const HolderInfo& holder, uint64_t token) = 0;
 };
 
 // Reads /proc/{pid}/stat for holders whose host is `local_host_id`.

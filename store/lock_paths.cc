@@ -14,7 +14,7 @@ constexpr int kLockFileMode = 0660;
 
 // The error of a lock directory this process cannot use: the key cannot be
 // locked, which callers must not mistake for "held elsewhere".
-absl::Status Unusable(const std::string &locks_dir, const absl::Status &s) {
+absl::Status Unusable(const std::string& locks_dir, const absl::Status& s) {
   return absl::Status(
       s.code(),
       absl::StrCat("lock directory ", locks_dir, " is unusable (", s.message(),
@@ -28,7 +28,7 @@ bool IsLockFileName(absl::string_view name) {
   return name == kLeaseFileName || absl::EndsWith(name, ".lock");
 }
 
-std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
+std::string LockFilePath(const std::string& locks_dir, const EntryKey& id) {
   if (id.ns() == Namespace::kNeff) {
     return absl::StrCat(locks_dir, "/", id.key(), ".lock");
   }
@@ -36,8 +36,8 @@ std::string LockFilePath(const std::string &locks_dir, const EntryKey &id) {
                       ".lock");
 }
 
-absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
-                                      const EntryKey &id, Env *env) {
+absl::StatusOr<UniqueFd> OpenLockFile(const std::string& locks_dir,
+                                      const EntryKey& id, Env* env) {
   const std::string path = LockFilePath(locks_dir, id);
   // O_NONBLOCK: a FIFO planted in the lock directory must not block the open.
   constexpr int kFlags =

@@ -38,7 +38,7 @@ bool IsLockFileName(absl::string_view name);
 // {locks_dir}/{key}.lock (neff) or {locks_dir}/hlo/{key}.lock (hlo). A lock
 // does not name the compiler version, as TorchNeuron's does not: the file it
 // guards is named by the key alone (store/layout.h).
-std::string LockFilePath(const std::string &locks_dir, const EntryKey &id);
+std::string LockFilePath(const std::string& locks_dir, const EntryKey& id);
 
 // Opens the host-local lock file of `id` for flock, creating it (0660) and
 // its directories (kLocalDirMode: group-writable, setgid, nothing for
@@ -46,9 +46,9 @@ std::string LockFilePath(const std::string &locks_dir, const EntryKey &id);
 // ranks of its group can each create and lock them; never follows a symlink
 // at the file. The descriptor is read-only: flock needs no more. An error
 // names the path and says what to fix.
-absl::StatusOr<UniqueFd> OpenLockFile(const std::string &locks_dir,
-                                      const EntryKey &id,
-                                      Env *env = Env::Default());
+absl::StatusOr<UniqueFd> OpenLockFile(const std::string& locks_dir,
+                                      const EntryKey& id,
+                                      Env* env = Env::Default());
 
 }  // namespace neffd
 

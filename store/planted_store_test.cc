@@ -37,15 +37,15 @@ class PlantedStoreTest : public ::testing::Test {
     store_ = *Store::Open(options);
   }
 
-  absl::StatusOr<PublishResult> Put(const EntryKey &id,
-                                    const std::string &bytes) {
+  absl::StatusOr<PublishResult> Put(const EntryKey& id,
+                                    const std::string& bytes) {
     return store_->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 7},
                                 kMetadata);
   }
 
   EntryKey Key(absl::string_view file, PlantedShape shape) {
     std::string key = absl::StrCat(file, "_", PlantedShapeName(shape));
-    for (char &c : key) {
+    for (char& c : key) {
       if (c == '.') c = '_';
     }
     return *EntryKey::Parse("neff", "2.19.1", key);
@@ -61,7 +61,7 @@ TEST(OpenRegularFileTest, NamesTheShapeAndTheBound) {
     PlantedShape shape;
     std::string says;
   };
-  for (const Case &c : std::vector<Case>{
+  for (const Case& c : std::vector<Case>{
            {PlantedShape::kFifo, "model.done is a FIFO"},
            {PlantedShape::kSocket, "model.done is a socket"},
            {PlantedShape::kSymlinkToRoot, "model.done is a symlink"},

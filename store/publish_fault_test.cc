@@ -39,7 +39,7 @@ struct Fault {
   int64_t nth = 1;   // which matching call fails
 };
 
-void PrintTo(const Fault &fault, std::ostream *os) { *os << fault.name; }
+void PrintTo(const Fault& fault, std::ostream* os) { *os << fault.name; }
 
 class PublishFaultTest : public ::testing::TestWithParam<Fault> {
  protected:
@@ -54,7 +54,7 @@ class PublishFaultTest : public ::testing::TestWithParam<Fault> {
   }
 
   // Publishes `content` as the daemon does: from a staged file's descriptor.
-  absl::StatusOr<PublishResult> PublishStaged(const std::string &content) {
+  absl::StatusOr<PublishResult> PublishStaged(const std::string& content) {
     const std::string staged = root_ + "/staging/staged.neff";
     std::ofstream(staged, std::ios::binary | std::ios::trunc) << content;
     UniqueFd fd(open(staged.c_str(), O_RDONLY | O_CLOEXEC));
@@ -65,7 +65,7 @@ class PublishFaultTest : public ::testing::TestWithParam<Fault> {
   // Every name under the store that a publish writes before it is complete.
   std::vector<std::string> HalfNamed() const {
     std::vector<std::string> found;
-    for (const auto &f : fs::recursive_directory_iterator(root_ + "/store")) {
+    for (const auto& f : fs::recursive_directory_iterator(root_ + "/store")) {
       if (absl::StrContains(f.path().filename().string(), ".tmp.")) {
         found.push_back(f.path().string());
       }
@@ -92,7 +92,7 @@ class PublishFaultTest : public ::testing::TestWithParam<Fault> {
 };
 
 TEST_P(PublishFaultTest, FailsCleanlyAndTheNextPublishIsAHit) {
-  const Fault &fault = GetParam();
+  const Fault& fault = GetParam();
   const std::string content(3 << 20, 'n');  // several pipeline chunks
   faults_.Fail(fault.op, fault.err, fault.path_contains, fault.nth);
 
@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(
               absl::StatusCode::kUnknown, "fsync "},
         Fault{"CreatedDirFsyncFails", FsOp::kSyncDir, EIO, "/store/ca",
               absl::StatusCode::kUnknown, "fsync directory "}),
-    [](const ::testing::TestParamInfo<Fault> &info) {
+    [](const ::testing::TestParamInfo<Fault>& info) {
       return info.param.name;
     });
 
@@ -153,7 +153,7 @@ class SyncRecordingEnv : public EnvWrapper {
   }
 
  protected:
-  absl::Status BeforeCall(const FsCall &call) override {
+  absl::Status BeforeCall(const FsCall& call) override {
     if (call.op == FsOp::kSync || call.op == FsOp::kSyncDir ||
         call.op == FsOp::kRename) {
       std::string path(fs::path(std::string(call.path)).filename());
@@ -215,7 +215,7 @@ TEST(PublishStallTest, AStalledCallHoldsUpOnlyItsCaller) {
   std::unique_ptr<Store> store = *Store::Open(options);
   const EntryKey slow = *EntryKey::Parse("neff", "1.0", "slow");
   const EntryKey fast = *EntryKey::Parse("neff", "1.0", "fast");
-  auto put = [&store](const EntryKey &id, const std::string &bytes) {
+  auto put = [&store](const EntryKey& id, const std::string& bytes) {
     return store->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 1}, {});
   };
 

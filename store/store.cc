@@ -23,13 +23,13 @@ constexpr size_t kMaxLogBytes = 1 << 20;
 // model.done's producer_host for an artifact neffd did not publish.
 constexpr char kAdoptedProducer[] = "adopted";
 
-int64_t MtimeNs(const struct stat &st) {
+int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
          st.st_mtim.tv_nsec;
 }
 
-v1::Entry EntryFromDone(const EntryKey &id, const std::string &path,
-                        const v1::DoneRecord &done) {
+v1::Entry EntryFromDone(const EntryKey& id, const std::string& path,
+                        const v1::DoneRecord& done) {
   v1::Entry entry;
   *entry.mutable_id() = id.ToProto();
   // A lookup for any version answers with the version the entry has.
@@ -49,7 +49,7 @@ v1::Entry EntryFromDone(const EntryKey &id, const std::string &path,
 
 }  // namespace
 
-FileIdentity IdentityOf(const struct stat &st) {
+FileIdentity IdentityOf(const struct stat& st) {
   return FileIdentity{static_cast<uint64_t>(st.st_ino),
                       static_cast<uint64_t>(st.st_size), MtimeNs(st),
                       static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 +
@@ -57,7 +57,7 @@ FileIdentity IdentityOf(const struct stat &st) {
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(
-    const StoreOptions &options) {
+    const StoreOptions& options) {
   if (options.root.empty() || options.root[0] != '/') {
     return absl::InvalidArgumentError(absl::StrCat(
         "cache root '", options.root, "' must be an absolute path"));
@@ -80,16 +80,16 @@ absl::string_view Store::ArtifactName() const {
   return ArtifactFileName(options_.ns);
 }
 
-std::string Store::RecordsDir(const EntryKey &id) const {
+std::string Store::RecordsDir(const EntryKey& id) const {
   return absl::StrCat(options_.root, "/", RecordsRelDir(id.key()));
 }
 
-std::string Store::ArtifactPath(const EntryKey &id) const {
+std::string Store::ArtifactPath(const EntryKey& id) const {
   return absl::StrCat(options_.root, "/",
                       ArtifactRelPath(options_.ns, id.key()));
 }
 
-EntryPaths Store::PathsOf(const EntryKey &id) const {
+EntryPaths Store::PathsOf(const EntryKey& id) const {
   return EntryPaths{absl::StrCat(options_.root, "/", ShardDir(id.key())),
                     absl::StrCat(id.key(), ArtifactExtension(options_.ns)),
                     RecordsDir(id),
@@ -99,7 +99,7 @@ EntryPaths Store::PathsOf(const EntryKey &id) const {
                     kLeaseFileName};
 }
 
-bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
+bool Store::StillValid(const EntryKey& id, const FileIdentity& verified) const {
   struct stat st;
   if (!env_.Lstat(ArtifactPath(id), &st).ok() || !S_ISREG(st.st_mode) ||
       !(IdentityOf(st) == verified)) {
@@ -108,13 +108,13 @@ bool Store::StillValid(const EntryKey &id, const FileIdentity &verified) const {
   return HasDoneRecord(id);
 }
 
-bool Store::HasDoneRecord(const EntryKey &id) const {
+bool Store::HasDoneRecord(const EntryKey& id) const {
   struct stat st;
   return env_.Lstat(PathsOf(id).done(), &st).ok() &&
          S_ISREG(st.st_mode);  // a planted FIFO or directory is no record
 }
 
-absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
+absl::StatusOr<StoredEntry> Store::Find(const EntryKey& id,
                                         OnDamage on_damage) {
   const EntryPaths paths = PathsOf(id);
   const std::string artifact = paths.artifact();
@@ -177,9 +177,9 @@ absl::StatusOr<StoredEntry> Store::Find(const EntryKey &id,
   return miss();
 }
 
-absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey &id,
-                                                RegularFile &artifact,
-                                                const v1::DoneRecord *done,
+absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey& id,
+                                                RegularFile& artifact,
+                                                const v1::DoneRecord* done,
                                                 OnDamage on_damage) {
   const EntryPaths paths = PathsOf(id);
   const std::string path = paths.artifact();
@@ -235,9 +235,9 @@ absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey &id,
 }
 
 absl::StatusOr<PublishResult> Store::PublishFromFd(
-    const EntryKey &id, int fd, uint64_t size, const std::string &sha256,
-    const Producer &producer, const std::map<std::string, std::string> &md,
-    const std::function<void()> &verified) {
+    const EntryKey& id, int fd, uint64_t size, const std::string& sha256,
+    const Producer& producer, const std::map<std::string, std::string>& md,
+    const std::function<void()>& verified) {
   return Publish(
       id, size, sha256, producer, md,
       [&](int out_fd, absl::string_view out_name)
@@ -251,9 +251,9 @@ absl::StatusOr<PublishResult> Store::PublishFromFd(
 }
 
 absl::StatusOr<PublishResult> Store::PublishBytes(
-    const EntryKey &id, absl::string_view bytes, const std::string &sha256,
-    const Producer &producer, const std::map<std::string, std::string> &md,
-    const std::function<void()> &verified) {
+    const EntryKey& id, absl::string_view bytes, const std::string& sha256,
+    const Producer& producer, const std::map<std::string, std::string>& md,
+    const std::function<void()>& verified) {
   return Publish(
       id, bytes.size(), sha256, producer, md,
       [&](int out_fd, absl::string_view out_name)
@@ -271,11 +271,11 @@ absl::StatusOr<PublishResult> Store::PublishBytes(
 }
 
 absl::StatusOr<PublishResult> Store::Publish(
-    const EntryKey &id, uint64_t size, const std::string &sha256,
-    const Producer &producer, const std::map<std::string, std::string> &md,
+    const EntryKey& id, uint64_t size, const std::string& sha256,
+    const Producer& producer, const std::map<std::string, std::string>& md,
     const std::function<absl::StatusOr<std::pair<uint64_t, std::string>>(
-        int out_fd, absl::string_view out_name)> &write,
-    const std::function<void()> &verified) {
+        int out_fd, absl::string_view out_name)>& write,
+    const std::function<void()>& verified) {
   absl::StatusOr<StoredEntry> existing = Find(id);
   if (existing.ok()) return PublishResult{*std::move(existing), true};
   if (!absl::IsNotFound(existing.status())) return existing.status();
@@ -288,7 +288,7 @@ absl::StatusOr<PublishResult> Store::Publish(
   // records directory is made first, so a crash that leaves a temp file
   // leaves a name gc finds it by.
   const EntryPaths paths = PathsOf(id);
-  for (const std::string &dir : {paths.records_dir}) {
+  for (const std::string& dir : {paths.records_dir}) {
     if (absl::Status s =
             MakeGroupDirs(dir, kSharedDirMode, &env_, /*durably=*/true);
         !s.ok()) {
@@ -363,7 +363,7 @@ absl::StatusOr<PublishResult> Store::Publish(
       false};
 }
 
-absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
+absl::Status Store::WriteDone(const EntryKey& id, const v1::DoneRecord& done) {
   absl::StatusOr<std::string> json = DoneRecordToJson(done);
   if (!json.ok()) return json.status();
   // Data fsynced before the rename, the directory after it: once this
@@ -373,7 +373,7 @@ absl::Status Store::WriteDone(const EntryKey &id, const v1::DoneRecord &done) {
                              options_.host_id, /*durable=*/true, &env_);
 }
 
-absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
+absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey& id,
                                                  absl::string_view log) {
   const EntryPaths paths = PathsOf(id);
   if (absl::Status s = MakeGroupDirs(paths.records_dir, kSharedDirMode, &env_);
@@ -396,7 +396,7 @@ absl::StatusOr<v1::Failure> Store::RecordFailure(const EntryKey &id,
   return *failure;
 }
 
-std::optional<v1::Failure> Store::FindFailure(const EntryKey &id) const {
+std::optional<v1::Failure> Store::FindFailure(const EntryKey& id) const {
   const std::string path = PathsOf(id).log();
   struct stat st;
   if (!env_.Lstat(path, &st).ok() || !S_ISREG(st.st_mode)) {
@@ -412,24 +412,24 @@ std::optional<v1::Failure> Store::FindFailure(const EntryKey &id) const {
   return failure;
 }
 
-std::string Store::QuarantineTarget(const EntryKey &id) const {
+std::string Store::QuarantineTarget(const EntryKey& id) const {
   return absl::StrCat(options_.root, "/quarantine/",
                       UniqueTempName(id.key(), options_.host_id).substr(1));
 }
 
 absl::StatusOr<std::string> Store::MoveFileToQuarantine(
-    const EntryKey &id, const std::string &path, absl::string_view reason) {
+    const EntryKey& id, const std::string& path, absl::string_view reason) {
   return MoveToQuarantine(absl::StrCat(options_.root, "/quarantine"), path,
                           id.key(), reason, options_.host_id, &env_);
 }
 
-void Store::QuarantinePlanted(const EntryKey &id) {
+void Store::QuarantinePlanted(const EntryKey& id) {
   const EntryPaths paths = PathsOf(id);
   std::vector<std::pair<std::string, bool>> checked = {
       {paths.records_dir, /*dir=*/true},
       {paths.key_inputs(), false},
       {paths.log(), false}};
-  for (const auto &[path, want_dir] : checked) {
+  for (const auto& [path, want_dir] : checked) {
     struct stat st;
     if (!env_.Lstat(path, &st).ok() ||
         (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))) {
@@ -449,7 +449,7 @@ void Store::QuarantinePlanted(const EntryKey &id) {
   }
 }
 
-absl::Status Store::Damaged(const EntryKey &id, absl::string_view reason,
+absl::Status Store::Damaged(const EntryKey& id, absl::string_view reason,
                             OnDamage on_damage,
                             std::optional<ino_t> judged_inode) {
   if (on_damage == OnDamage::kReport) {
@@ -460,7 +460,7 @@ absl::Status Store::Damaged(const EntryKey &id, absl::string_view reason,
 }
 
 absl::StatusOr<std::string> Store::Quarantine(
-    const EntryKey &id, absl::string_view reason,
+    const EntryKey& id, absl::string_view reason,
     std::optional<ino_t> judged_inode) {
   const std::string qdir = absl::StrCat(options_.root, "/quarantine");
   if (absl::Status s = MakeGroupDirs(qdir, kSharedDirMode, &env_); !s.ok())

@@ -73,7 +73,7 @@ struct StoreOptions {
   absl::Duration failed_ttl = config::kFailedTtl;
   // The filesystem and the clock; not owned. The store counts the calls it
   // makes through it (metadata_ops()).
-  Env *env = Env::Default();
+  Env* env = Env::Default();
   // Where damage found (an entry quarantined) is reported.
   EventSink on_event = StderrEventSink;
   // An artifact larger than this is damage (store/file_util.h
@@ -89,14 +89,14 @@ struct FileIdentity {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
-  friend bool operator==(const FileIdentity &a, const FileIdentity &b) {
+  friend bool operator==(const FileIdentity& a, const FileIdentity& b) {
     return a.inode == b.inode && a.size == b.size && a.mtime_ns == b.mtime_ns &&
            a.ctime_ns == b.ctime_ns;
   }
 };
 
 // The identity of the file `st` describes.
-FileIdentity IdentityOf(const struct stat &st);
+FileIdentity IdentityOf(const struct stat& st);
 
 struct StoredEntry {
   v1::Entry entry;
@@ -188,9 +188,9 @@ class Store {
   // Opens `options.root`, creating it if needed. Fails with a message naming
   // the path if it is not a writable directory.
   static absl::StatusOr<std::unique_ptr<Store>> Open(
-      const StoreOptions &options);
+      const StoreOptions& options);
 
-  const std::string &root() const { return options_.root; }
+  const std::string& root() const { return options_.root; }
   // Metadata operations (open, stat, rename, mkdir, unlink, listing or fsync
   // of a directory, ...; store/counting_env.h) this store has made so far.
   uint64_t metadata_ops() const { return env_.metadata_ops(); }
@@ -198,17 +198,17 @@ class Store {
   uint64_t quarantined() const { return quarantined_; }
   Namespace ns() const { return options_.ns; }
   // {root}/{k0k1}/{k2k3}/{key}.neffd: the entry's records and its lease.
-  std::string RecordsDir(const EntryKey &id) const;
-  std::string ArtifactPath(const EntryKey &id) const;
-  EntryPaths PathsOf(const EntryKey &id) const;
+  std::string RecordsDir(const EntryKey& id) const;
+  std::string ArtifactPath(const EntryKey& id) const;
+  EntryPaths PathsOf(const EntryKey& id) const;
 
   // The hit path: true if model.done exists and the artifact still has the
   // identity that was verified. Two stats, no reads.
-  bool StillValid(const EntryKey &id, const FileIdentity &verified) const;
+  bool StillValid(const EntryKey& id, const FileIdentity& verified) const;
 
   // True if model.done exists: someone finished a publish (not a check of
   // the entry: Find does that). One stat.
-  bool HasDoneRecord(const EntryKey &id) const;
+  bool HasDoneRecord(const EntryKey& id) const;
 
   // What Find does with an entry it finds damaged.
   enum class OnDamage {
@@ -227,7 +227,7 @@ class Store {
   // kReport or a lease is out on it. An artifact that changed while it was
   // hashed is a miss (NotFound): under the key's lock the caller finds what
   // replaced it. Other errors are I/O failures.
-  absl::StatusOr<StoredEntry> Find(const EntryKey &id,
+  absl::StatusOr<StoredEntry> Find(const EntryKey& id,
                                    OnDamage on_damage = OnDamage::kQuarantine);
 
   // Installs the content read from `fd` (from its current offset) under `id`
@@ -260,20 +260,20 @@ class Store {
   // without waiting for the shared filesystem, or record that the entry is
   // coming before a crash could leave it without the record.
   absl::StatusOr<PublishResult> PublishFromFd(
-      const EntryKey &id, int fd, uint64_t size, const std::string &sha256,
-      const Producer &producer, const std::map<std::string, std::string> &md,
-      const std::function<void()> &verified = nullptr);
+      const EntryKey& id, int fd, uint64_t size, const std::string& sha256,
+      const Producer& producer, const std::map<std::string, std::string>& md,
+      const std::function<void()>& verified = nullptr);
   absl::StatusOr<PublishResult> PublishBytes(
-      const EntryKey &id, absl::string_view bytes, const std::string &sha256,
-      const Producer &producer, const std::map<std::string, std::string> &md,
-      const std::function<void()> &verified = nullptr);
+      const EntryKey& id, absl::string_view bytes, const std::string& sha256,
+      const Producer& producer, const std::map<std::string, std::string>& md,
+      const std::function<void()>& verified = nullptr);
 
   // Records a deterministic compile failure (model.log) for failed_ttl and
   // returns it as callers will see it.
-  absl::StatusOr<v1::Failure> RecordFailure(const EntryKey &id,
+  absl::StatusOr<v1::Failure> RecordFailure(const EntryKey& id,
                                             absl::string_view log);
   // The failure in force for `id`, if any.
-  std::optional<v1::Failure> FindFailure(const EntryKey &id) const;
+  std::optional<v1::Failure> FindFailure(const EntryKey& id) const;
 
   // Moves the entry's artifact and model.done into a fresh directory of
   // {root}/quarantine/ with a reason file and returns it. The records
@@ -282,7 +282,7 @@ class Store {
   // quarantined the same damage and republished) is put back and the
   // answer is FailedPrecondition.
   absl::StatusOr<std::string> Quarantine(
-      const EntryKey &id, absl::string_view reason,
+      const EntryKey& id, absl::string_view reason,
       std::optional<ino_t> judged_inode = std::nullopt);
 
   // --- Maintenance (store_maintenance.cc) ---
@@ -292,23 +292,23 @@ class Store {
   // (empty without one); stops early when `visit` returns false. Lists every
   // shard directory and reads each model.done: maintenance only.
   absl::Status ForEachEntry(
-      const std::function<bool(const EntryKey &)> &visit) const;
-  EntryState Inspect(const EntryKey &id) const;
+      const std::function<bool(const EntryKey&)>& visit) const;
+  EntryState Inspect(const EntryKey& id) const;
   // Renames the entry's artifact and records directory into {root}/.trash,
   // then deletes them: a reader that already opened a file keeps reading
   // it. NotFound if neither exists.
-  absl::Status Remove(const EntryKey &id);
+  absl::Status Remove(const EntryKey& id);
   // Removes one temp file (EntryState::temp_files) of the entry;
   // InvalidArgument for a name that is not a temp file's.
-  absl::Status RemoveTempFile(const EntryKey &id, const std::string &name);
+  absl::Status RemoveTempFile(const EntryKey& id, const std::string& name);
   // Applies `bounds` to quarantine/ or .trash/: one item per name there (a
   // quarantined artifact and its ".reason" are one), aged by its newest
   // mtime (when it was moved aside) against `now`, the store's clock
   // (FilesystemNow), oldest removed first.
-  absl::StatusOr<AsideSweep> SweepAside(AsideDir dir, const AsideBounds &bounds,
+  absl::StatusOr<AsideSweep> SweepAside(AsideDir dir, const AsideBounds& bounds,
                                         absl::Time now);
   // Breaks one lock file of the entry (rename, then unlink).
-  absl::Status RemoveLockFile(const EntryKey &id, const std::string &name);
+  absl::Status RemoveLockFile(const EntryKey& id, const std::string& name);
   // --- Migration from the layout before TorchNeuron's ---
   //
   // neffd before issue 27 wrote {root}/neuronxcc-{version}/MODULE_{key}/
@@ -316,7 +316,7 @@ class Store {
 
   // Calls `visit` for every such directory whose names are valid.
   absl::Status ForEachOldLayoutEntry(
-      const std::function<bool(const EntryKey &)> &visit) const;
+      const std::function<bool(const EntryKey&)>& visit) const;
   enum class Migration {
     kMoved,        // its artifact renamed into this layout and recorded
     kLocked,       // a lock or lease file in it: left for its holder
@@ -327,7 +327,7 @@ class Store {
   // Moves one old-layout entry in: its artifact by rename (no copy), its key
   // inputs, and a record verified against the old one (its producer and
   // metadata kept); then removes the old directory.
-  absl::StatusOr<Migration> MigrateOldLayoutEntry(const EntryKey &id);
+  absl::StatusOr<Migration> MigrateOldLayoutEntry(const EntryKey& id);
 
   // The shared filesystem's clock: the mtime of a file just touched here.
   absl::StatusOr<absl::Time> FilesystemNow() const;
@@ -340,37 +340,37 @@ class Store {
   // Common tail of both publish paths: `write` fills the temp file and
   // returns what it wrote.
   absl::StatusOr<PublishResult> Publish(
-      const EntryKey &id, uint64_t size, const std::string &sha256,
-      const Producer &producer, const std::map<std::string, std::string> &md,
+      const EntryKey& id, uint64_t size, const std::string& sha256,
+      const Producer& producer, const std::map<std::string, std::string>& md,
       const std::function<absl::StatusOr<std::pair<uint64_t, std::string>>(
-          int out_fd, absl::string_view out_name)> &write,
-      const std::function<void()> &verified);
+          int out_fd, absl::string_view out_name)>& write,
+      const std::function<void()>& verified);
 
-  absl::Status WriteDone(const EntryKey &id, const v1::DoneRecord &done);
+  absl::Status WriteDone(const EntryKey& id, const v1::DoneRecord& done);
   // Find's answer for a damaged entry (see OnDamage).
-  absl::Status Damaged(const EntryKey &id, absl::string_view reason,
+  absl::Status Damaged(const EntryKey& id, absl::string_view reason,
                        OnDamage on_damage,
                        std::optional<ino_t> judged_inode = std::nullopt);
 
   // A fresh, unique place under {root}/quarantine/ for a damaged `id`.
-  std::string QuarantineTarget(const EntryKey &id) const;
+  std::string QuarantineTarget(const EntryKey& id) const;
   // {root}/neuronxcc-{version}/MODULE_{key}: `id`'s old-layout directory.
-  std::string OldLayoutDir(const EntryKey &id) const;
+  std::string OldLayoutDir(const EntryKey& id) const;
   // Moves what stands at the entry's record names but is not what belongs
   // there (a records "directory" that is a file; compile_flags.json,
   // model.log that are not regular files) to quarantine/: a publisher would
   // fail to rename over them for ever.
-  void QuarantinePlanted(const EntryKey &id);
+  void QuarantinePlanted(const EntryKey& id);
   // Hashes the open artifact and, for kAdopt, builds its record; verifies
   // it against `done` for kVerify.
-  absl::StatusOr<StoredEntry> HashAndCheck(const EntryKey &id,
-                                           RegularFile &artifact,
-                                           const v1::DoneRecord *done,
+  absl::StatusOr<StoredEntry> HashAndCheck(const EntryKey& id,
+                                           RegularFile& artifact,
+                                           const v1::DoneRecord* done,
                                            OnDamage on_damage);
   // Renames one file of `id`'s into quarantine/ beside a "{name}.reason"
   // file; returns where it went.
-  absl::StatusOr<std::string> MoveFileToQuarantine(const EntryKey &id,
-                                                   const std::string &path,
+  absl::StatusOr<std::string> MoveFileToQuarantine(const EntryKey& id,
+                                                   const std::string& path,
                                                    absl::string_view reason);
 
   StoreOptions options_;

@@ -20,7 +20,7 @@ namespace neffd {
 namespace {
 
 // Names in `dir` (not "." or ".."); empty if it cannot be read.
-std::vector<std::string> ListDir(Env &env, const std::string &dir) {
+std::vector<std::string> ListDir(Env& env, const std::string& dir) {
   return env.ListDir(dir).value_or(std::vector<std::string>{});
 }
 
@@ -31,14 +31,14 @@ bool IsTempName(absl::string_view name) {
 
 // Bytes of the regular files at or under `path` and the newest mtime among
 // them and their directories; symlinks are not followed.
-void MeasureTree(Env &env, const std::string &path, uint64_t *bytes,
-                 absl::Time *newest) {
+void MeasureTree(Env& env, const std::string& path, uint64_t* bytes,
+                 absl::Time* newest) {
   struct stat st;
   if (!env.Lstat(path, &st).ok()) return;
   *newest = std::max(*newest, absl::TimeFromTimespec(st.st_mtim));
   if (S_ISREG(st.st_mode)) *bytes += st.st_size;
   if (!S_ISDIR(st.st_mode)) return;
-  for (const std::string &name : ListDir(env, path)) {
+  for (const std::string& name : ListDir(env, path)) {
     MeasureTree(env, absl::StrCat(path, "/", name), bytes, newest);
   }
 }
@@ -46,20 +46,20 @@ void MeasureTree(Env &env, const std::string &path, uint64_t *bytes,
 }  // namespace
 
 absl::Status Store::ForEachEntry(
-    const std::function<bool(const EntryKey &)> &visit) const {
+    const std::function<bool(const EntryKey&)>& visit) const {
   // Shard directories are two characters, never hidden (store/layout.h);
   // quarantine/, .trash/, .neffd/ and libneuronxla's trees are not.
   auto is_shard = [](absl::string_view name) {
     return name.size() == 2 && name[0] != '.';
   };
-  for (const std::string &first : ListDir(env_, options_.root)) {
+  for (const std::string& first : ListDir(env_, options_.root)) {
     if (!is_shard(first)) continue;
     const std::string first_dir = absl::StrCat(options_.root, "/", first);
-    for (const std::string &second : ListDir(env_, first_dir)) {
+    for (const std::string& second : ListDir(env_, first_dir)) {
       if (!is_shard(second)) continue;
       const std::string shard = absl::StrCat(first, "/", second);
       std::set<std::string> keys;  // an artifact and its records: one entry
-      for (const std::string &name :
+      for (const std::string& name :
            ListDir(env_, absl::StrCat(options_.root, "/", shard))) {
         std::string key;
         const ShardName kind =
@@ -68,7 +68,7 @@ absl::Status Store::ForEachEntry(
           keys.insert(std::move(key));
         }
       }
-      for (const std::string &key : keys) {
+      for (const std::string& key : keys) {
         // The version the entry was recorded for, so the index, the access
         // journals and this host's last uses (keyed by it) know the entry.
         std::string version;
@@ -90,7 +90,7 @@ absl::Status Store::ForEachEntry(
   return absl::OkStatus();
 }
 
-EntryState Store::Inspect(const EntryKey &id) const {
+EntryState Store::Inspect(const EntryKey& id) const {
   EntryState state;
   const EntryPaths paths = PathsOf(id);
   struct stat st;
@@ -106,21 +106,21 @@ EntryState Store::Inspect(const EntryKey &id) const {
   // records directory.
   const std::string artifact_temp =
       absl::StrCat(".", paths.artifact_name, ".tmp.");
-  auto add_temp = [&state](const std::string &name, const struct stat &st) {
+  auto add_temp = [&state](const std::string& name, const struct stat& st) {
     state.temp_files.push_back({name, static_cast<uint64_t>(st.st_size),
                                 absl::TimeFromTimespec(st.st_mtim)});
   };
-  for (const std::string &name : ListDir(env_, paths.artifact_dir)) {
+  for (const std::string& name : ListDir(env_, paths.artifact_dir)) {
     if (absl::StartsWith(name, artifact_temp) &&
         env_.Lstat(absl::StrCat(paths.artifact_dir, "/", name), &st).ok() &&
         S_ISREG(st.st_mode)) {
       add_temp(name, st);
     }
   }
-  const std::string &dir = paths.records_dir;
+  const std::string& dir = paths.records_dir;
   if (!env_.Lstat(dir, &st).ok() || !S_ISDIR(st.st_mode)) return state;
   state.exists = true;
-  for (const std::string &name : ListDir(env_, dir)) {
+  for (const std::string& name : ListDir(env_, dir)) {
     if (!env_.Lstat(absl::StrCat(dir, "/", name), &st).ok()) continue;
     const absl::Time mtime = absl::TimeFromTimespec(st.st_mtim);
     if (name == paths.done_name) {
@@ -137,7 +137,7 @@ EntryState Store::Inspect(const EntryKey &id) const {
   return state;
 }
 
-absl::Status Store::Remove(const EntryKey &id) {
+absl::Status Store::Remove(const EntryKey& id) {
   const std::string trash = absl::StrCat(options_.root, "/.trash");
   const std::string target = absl::StrCat(
       trash, "/", UniqueTempName(id.key(), options_.host_id).substr(1));
@@ -146,7 +146,7 @@ absl::Status Store::Remove(const EntryKey &id) {
   }
   const EntryPaths paths = PathsOf(id);
   bool removed = false;
-  for (const auto &[from, name] :
+  for (const auto& [from, name] :
        {std::make_pair(paths.artifact(), paths.artifact_name),
         std::make_pair(
             paths.records_dir,
@@ -167,8 +167,8 @@ absl::Status Store::Remove(const EntryKey &id) {
   return absl::OkStatus();
 }
 
-absl::Status Store::RemoveTempFile(const EntryKey &id,
-                                   const std::string &name) {
+absl::Status Store::RemoveTempFile(const EntryKey& id,
+                                   const std::string& name) {
   if (!IsTempName(name) || absl::StrContains(name, "/")) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, " is not a temp file's name"));
@@ -181,7 +181,7 @@ absl::Status Store::RemoveTempFile(const EntryKey &id,
 }
 
 absl::StatusOr<AsideSweep> Store::SweepAside(AsideDir dir,
-                                             const AsideBounds &bounds,
+                                             const AsideBounds& bounds,
                                              absl::Time now) {
   const std::string path = absl::StrCat(
       options_.root, dir == AsideDir::kQuarantine ? "/quarantine" : "/.trash");
@@ -194,40 +194,40 @@ absl::StatusOr<AsideSweep> Store::SweepAside(AsideDir dir,
     absl::Time newest = absl::InfinitePast();
   };
   std::map<std::string, Item> by_name;
-  for (const std::string &name : *names) {
+  for (const std::string& name : *names) {
     absl::string_view item = name;
     absl::ConsumeSuffix(&item, ".reason");
-    Item &it = by_name[std::string(item)];
+    Item& it = by_name[std::string(item)];
     it.names.push_back(name);
     MeasureTree(env_, absl::StrCat(path, "/", name), &it.bytes, &it.newest);
   }
   std::vector<Item> items;
   uint64_t total = 0;
-  for (auto &[name, item] : by_name) {
+  for (auto& [name, item] : by_name) {
     total += item.bytes;
     items.push_back(std::move(item));
   }
   std::sort(items.begin(), items.end(),
-            [](const Item &a, const Item &b) { return a.newest < b.newest; });
+            [](const Item& a, const Item& b) { return a.newest < b.newest; });
   AsideSweep sweep;
-  for (const Item &item : items) {
+  for (const Item& item : items) {
     const bool too_old = now - item.newest > bounds.max_age;
     const bool over_size = bounds.max_bytes > 0 && total > bounds.max_bytes;
-    AsideCounts &counts = too_old || over_size ? sweep.removed : sweep.kept;
+    AsideCounts& counts = too_old || over_size ? sweep.removed : sweep.kept;
     ++counts.items;
     counts.bytes += item.bytes;
     if (&counts == &sweep.kept) continue;
     total -= item.bytes;
     if (bounds.dry_run) continue;
-    for (const std::string &name : item.names) {
+    for (const std::string& name : item.names) {
       (void)RemoveTree(absl::StrCat(path, "/", name), &env_);
     }
   }
   return sweep;
 }
 
-absl::Status Store::RemoveLockFile(const EntryKey &id,
-                                   const std::string &name) {
+absl::Status Store::RemoveLockFile(const EntryKey& id,
+                                   const std::string& name) {
   if (!IsLockFileName(name) || absl::StrContains(name, "/")) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, " is not a lock file"));

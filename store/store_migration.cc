@@ -19,19 +19,19 @@ constexpr size_t kMaxOldRecordBytes = 1 << 20;
 
 }  // namespace
 
-std::string Store::OldLayoutDir(const EntryKey &id) const {
+std::string Store::OldLayoutDir(const EntryKey& id) const {
   return absl::StrCat(options_.root, "/", kOldVersionPrefix,
                       id.compiler_version(), "/", kOldModulePrefix, id.key());
 }
 
 absl::Status Store::ForEachOldLayoutEntry(
-    const std::function<bool(const EntryKey &)> &visit) const {
-  for (const std::string &version_dir :
+    const std::function<bool(const EntryKey&)>& visit) const {
+  for (const std::string& version_dir :
        env_.ListDir(options_.root).value_or(std::vector<std::string>{})) {
     if (!absl::StartsWith(version_dir, kOldVersionPrefix)) continue;
     const std::string version = version_dir.substr(strlen(kOldVersionPrefix));
     if (version.empty()) continue;  // the old layout always named one
-    for (const std::string &module_dir :
+    for (const std::string& module_dir :
          env_.ListDir(absl::StrCat(options_.root, "/", version_dir))
              .value_or(std::vector<std::string>{})) {
       if (!absl::StartsWith(module_dir, kOldModulePrefix)) continue;
@@ -46,9 +46,9 @@ absl::Status Store::ForEachOldLayoutEntry(
 }
 
 absl::StatusOr<Store::Migration> Store::MigrateOldLayoutEntry(
-    const EntryKey &id) {
+    const EntryKey& id) {
   const std::string dir = OldLayoutDir(id);
-  for (const std::string &name :
+  for (const std::string& name :
        env_.ListDir(dir).value_or(std::vector<std::string>{})) {
     if (IsLockFileName(name)) return Migration::kLocked;
   }

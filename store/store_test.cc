@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadAll(const std::string &path) {
+std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -38,8 +38,8 @@ class StoreTest : public ::testing::Test {
     store_ = *Store::Open(options);
   }
 
-  absl::StatusOr<PublishResult> Put(const EntryKey &id,
-                                    const std::string &bytes) {
+  absl::StatusOr<PublishResult> Put(const EntryKey& id,
+                                    const std::string& bytes) {
     return store_->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 7}, {});
   }
 
@@ -56,7 +56,7 @@ TEST(EntryKeyTest, RejectsEveryUnsafeTokenAndNamesTheField) {
     std::string ns, version, key, field;
   };
   const std::string long_key(129, 'a');
-  for (const Case &c : std::vector<Case>{
+  for (const Case& c : std::vector<Case>{
            {"neff", "1", "", "id.key"},
            {"neff", "1", "a/b", "id.key"},
            {"neff", "1", "..", "id.key"},
@@ -147,7 +147,7 @@ TEST_F(StoreTest, WrongDigestOrSizeLeavesNothingBehind) {
   EXPECT_TRUE(absl::StartsWith(short_size.status().message(), "size:"));
   EXPECT_TRUE(fs::is_empty(store_->RecordsDir(id_)));
   EXPECT_FALSE(fs::exists(store_->ArtifactPath(id_)));
-  for (const auto &f :
+  for (const auto& f :
        fs::directory_iterator(store_->PathsOf(id_).artifact_dir)) {
     EXPECT_EQ(f.path().filename(), "abc123.neffd");  // no temp file
   }
@@ -183,7 +183,7 @@ class QuarantineRaceEnv : public EnvWrapper {
         before_quarantine_(std::move(before_quarantine)) {}
 
  protected:
-  absl::Status BeforeCall(const FsCall &call) override {
+  absl::Status BeforeCall(const FsCall& call) override {
     if (call.op == FsOp::kRename &&
         absl::StrContains(call.target, "/quarantine/") && before_quarantine_) {
       std::function<void()> run = std::move(before_quarantine_);
@@ -219,7 +219,7 @@ TEST_F(StoreTest, AQuarantineNeverMovesAnEntryRepublishedSinceItWasJudged) {
   EXPECT_TRUE(host_b->Find(id_).ok());
   // Only hostA's quarantine is there, with the truncated bytes.
   int quarantines = 0;
-  for (const auto &q : fs::directory_iterator(root_ + "/quarantine")) {
+  for (const auto& q : fs::directory_iterator(root_ + "/quarantine")) {
     ++quarantines;
     EXPECT_EQ(
         ReadAll(q.path().string() + "/" + store_->PathsOf(id_).artifact_name),

@@ -23,7 +23,7 @@ constexpr size_t kMaxLeaseRecordBytes = 4096;
 
 class FileLock : public ExternalLock {
  public:
-  FileLock(UniqueFd local, UniqueFd lease, std::string lease_path, Env *env)
+  FileLock(UniqueFd local, UniqueFd lease, std::string lease_path, Env* env)
       : local_(std::move(local)),
         lease_(std::move(lease)),
         lease_path_(std::move(lease_path)),
@@ -51,22 +51,22 @@ class FileLock : public ExternalLock {
   UniqueFd local_;  // flock held; released on close
   UniqueFd lease_;  // cross-host lease file, kept open for futimens
   const std::string lease_path_;
-  Env *const env_;  // the shared store's
+  Env* const env_;  // the shared store's
 };
 
 class FileLocks : public ExternalLocks {
  public:
   explicit FileLocks(FileLocksOptions options) : options_(std::move(options)) {}
 
-  std::unique_ptr<ExternalLock> TryTake(const EntryKey &id,
-                                        const std::string &lease_id) override {
+  std::unique_ptr<ExternalLock> TryTake(const EntryKey& id,
+                                        const std::string& lease_id) override {
     UniqueFd local = TakeLocal(id);
     if (!local.valid()) return nullptr;
     if (!options_.shared) {
       return std::make_unique<FileLock>(std::move(local), UniqueFd(), "",
                                         nullptr);
     }
-    Env *const shared = options_.shared_env;
+    Env* const shared = options_.shared_env;
     const std::string dir = options_.entry_dir(id);
     const std::string path = absl::StrCat(dir, "/", options_.lease_file_name);
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -93,7 +93,7 @@ class FileLocks : public ExternalLocks {
   }
 
  private:
-  UniqueFd TakeLocal(const EntryKey &id) {
+  UniqueFd TakeLocal(const EntryKey& id) {
     absl::StatusOr<UniqueFd> fd =
         OpenLockFile(options_.locks_dir, id, options_.env);
     if (!fd.ok()) {
@@ -109,7 +109,7 @@ class FileLocks : public ExternalLocks {
   }
 
   // "host pid lease-id unix-ms", as TryTake writes it.
-  static bool IsLeaseRecord(const std::string &content) {
+  static bool IsLeaseRecord(const std::string& content) {
     std::vector<std::string> fields =
         absl::StrSplit(content, ' ', absl::SkipWhitespace());
     int64_t pid = 0, ms = 0;
@@ -118,7 +118,7 @@ class FileLocks : public ExternalLocks {
   }
 
   // A lease file from this host's previous daemon whose process is gone.
-  bool FromDeadIncarnation(const std::string &content) {
+  bool FromDeadIncarnation(const std::string& content) {
     std::vector<std::string> fields =
         absl::StrSplit(content, ' ', absl::SkipWhitespace());
     int64_t pid = 0;
@@ -131,9 +131,9 @@ class FileLocks : public ExternalLocks {
 
   // True if the lease file at `path` (named `name` in the entry directory)
   // was stale (or planted) and this call removed it.
-  bool BreakIfStale(const EntryKey &id, const std::string &path,
-                    const std::string &name) {
-    Env *const shared = options_.shared_env;
+  bool BreakIfStale(const EntryKey& id, const std::string& path,
+                    const std::string& name) {
+    Env* const shared = options_.shared_env;
     struct stat judged;
     if (absl::Status s = shared->Lstat(path, &judged); !s.ok()) {
       return absl::IsNotFound(s);
@@ -173,8 +173,8 @@ class FileLocks : public ExternalLocks {
 
   // Moves a broken planted lease file to the quarantine directory beside a
   // reason file; false if there is none or the move failed.
-  bool Quarantine(const EntryKey &id, const std::string &doomed,
-                  const std::string &name, const std::string &reason) {
+  bool Quarantine(const EntryKey& id, const std::string& doomed,
+                  const std::string& name, const std::string& reason) {
     return options_.quarantine_dir &&
            MoveToQuarantine(
                options_.quarantine_dir(id), doomed,
@@ -186,10 +186,10 @@ class FileLocks : public ExternalLocks {
   // Records what `path` looks like now; true once it has looked exactly so
   // for stale_after - poll_interval. A live holder refreshes every TTL/3,
   // so an unchanged window that long means it is gone.
-  bool UnchangedForTooLong(const std::string &path, const struct stat &st) {
+  bool UnchangedForTooLong(const std::string& path, const struct stat& st) {
     const absl::Duration now = options_.env->MonotonicNow();
     absl::MutexLock lock(&mu_);
-    Observation &seen = observed_[path];
+    Observation& seen = observed_[path];
     if (seen.inode != st.st_ino ||
         seen.mtime != absl::TimeFromTimespec(st.st_mtim)) {
       seen = Observation{st.st_ino, absl::TimeFromTimespec(st.st_mtim), now};

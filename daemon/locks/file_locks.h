@@ -55,17 +55,17 @@ struct FileLocksOptions {
   // The LockTable's poll interval: how often TryTake is retried per key.
   absl::Duration poll_interval = absl::Seconds(1);
   // The entry's directory on the shared store.
-  std::function<std::string(const EntryKey &)> entry_dir;
+  std::function<std::string(const EntryKey&)> entry_dir;
   // Where planted and foreign lease files are moved (empty: deleted).
-  std::function<std::string(const EntryKey &)> quarantine_dir;
+  std::function<std::string(const EntryKey&)> quarantine_dir;
   // The lease file's name in that directory. The store-wide gc lease
   // (daemon/cluster/gc_coordinator.h) reuses this protocol under its own name.
   std::string lease_file_name = kLeaseFileName;
   // The host's filesystem (the lock files) and clock; not owned.
-  Env *env = Env::Default();
+  Env* env = Env::Default();
   // The shared store's filesystem (the lease files); not owned. The daemon
   // passes a CountingEnv to count its metadata operations.
-  Env *shared_env = Env::Default();
+  Env* shared_env = Env::Default();
 };
 
 std::unique_ptr<ExternalLocks> NewFileLocks(FileLocksOptions options);

@@ -17,7 +17,7 @@ namespace {
 std::atomic<int> verbosity{1};
 std::atomic<bool> journal{false};
 
-constexpr const char *kNames[] = {"error", "warning", "info", "debug"};
+constexpr const char* kNames[] = {"error", "warning", "info", "debug"};
 constexpr int kSyslog[] = {3, 4, 6, 7};
 
 bool NeedsQuotes(absl::string_view v) {
@@ -30,9 +30,9 @@ bool NeedsQuotes(absl::string_view v) {
 
 }  // namespace
 
-Field::Field(const char *k, int64_t v) : key(k), value(absl::StrCat(v)) {}
-Field::Field(const char *k, uint64_t v) : key(k), value(absl::StrCat(v)) {}
-Field::Field(const char *k, double v)
+Field::Field(const char* k, int64_t v) : key(k), value(absl::StrCat(v)) {}
+Field::Field(const char* k, uint64_t v) : key(k), value(absl::StrCat(v)) {}
+Field::Field(const char* k, double v)
     : key(k), value(absl::StrFormat("%g", v)) {}
 
 void Configure(int level, bool under_journal) {
@@ -48,18 +48,18 @@ bool Enabled(Level level) { return static_cast<int>(level) <= Verbosity(); }
 
 namespace {
 
-absl::string_view Key(const Field &f) { return f.key; }
-absl::string_view Value(const Field &f) { return f.value; }
-absl::string_view Key(const std::pair<std::string, std::string> &f) {
+absl::string_view Key(const Field& f) { return f.key; }
+absl::string_view Value(const Field& f) { return f.value; }
+absl::string_view Key(const std::pair<std::string, std::string>& f) {
   return f.first;
 }
-absl::string_view Value(const std::pair<std::string, std::string> &f) {
+absl::string_view Value(const std::pair<std::string, std::string>& f) {
   return f.second;
 }
 
 template <typename Fields>
 std::string FormatLine(Level level, absl::string_view event,
-                       const Fields &fields) {
+                       const Fields& fields) {
   const int l = static_cast<int>(level);
   std::string line =
       journal.load()
@@ -68,7 +68,7 @@ std::string FormatLine(Level level, absl::string_view event,
                                           absl::UTCTimeZone()),
                          " ");
   absl::StrAppend(&line, "level=", kNames[l], " event=", event);
-  for (const auto &f : fields) {
+  for (const auto& f : fields) {
     absl::StrAppend(&line, " ", Key(f), "=");
     if (NeedsQuotes(Value(f))) {
       absl::StrAppend(&line, "\"", absl::CEscape(Value(f)), "\"");
@@ -99,7 +99,7 @@ void Event(Level level, absl::string_view event,
 
 void EventWithFields(
     Level level, absl::string_view event,
-    const std::vector<std::pair<std::string, std::string>> &fields) {
+    const std::vector<std::pair<std::string, std::string>>& fields) {
   if (Enabled(level)) Write(FormatLine(level, event, fields));
 }
 

@@ -31,15 +31,15 @@ enum class Level { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3 };
 
 // One key=value pair. Numbers and bools are formatted for you.
 struct Field {
-  Field(const char *k, absl::string_view v) : key(k), value(v) {}
-  Field(const char *k, const std::string &v) : key(k), value(v) {}
-  Field(const char *k, const char *v) : key(k), value(v) {}
-  Field(const char *k, int64_t v);
-  Field(const char *k, uint64_t v);
-  Field(const char *k, int v) : Field(k, static_cast<int64_t>(v)) {}
-  Field(const char *k, double v);
-  Field(const char *k, bool v) : key(k), value(v ? "true" : "false") {}
-  const char *key;
+  Field(const char* k, absl::string_view v) : key(k), value(v) {}
+  Field(const char* k, const std::string& v) : key(k), value(v) {}
+  Field(const char* k, const char* v) : key(k), value(v) {}
+  Field(const char* k, int64_t v);
+  Field(const char* k, uint64_t v);
+  Field(const char* k, int v) : Field(k, static_cast<int64_t>(v)) {}
+  Field(const char* k, double v);
+  Field(const char* k, bool v) : key(k), value(v ? "true" : "false") {}
+  const char* key;
   std::string value;
 };
 
@@ -61,7 +61,7 @@ void Event(Level level, absl::string_view event,
 // library's, store/events.h).
 void EventWithFields(
     Level level, absl::string_view event,
-    const std::vector<std::pair<std::string, std::string>> &fields);
+    const std::vector<std::pair<std::string, std::string>>& fields);
 
 inline void Error(absl::string_view event,
                   std::initializer_list<Field> fields = {}) {

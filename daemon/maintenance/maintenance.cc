@@ -93,16 +93,6 @@ absl::Status Maintenance::Verify(
 
 namespace {
 
-struct Candidate {
-  EntryKey id;
-  uint64_t size;
-  absl::Time last_use;
-  v1::GcRemoval::LastUseSource source;
-  bool locked;
-  int64_t compile_ms = -1;  // loaded only for the buckets gc reaches
-  absl::Time journaled = absl::InfinitePast();  // by another host
-};
-
 // model.done's compile_ms, from this host's index if it has the entry (no
 // cost on the store), else from model.done itself (one read).
 int64_t CompileMs(Catalog& catalog, Store& store, const EntryKey& id) {
@@ -127,12 +117,6 @@ int64_t CompileMs(Catalog& catalog, Store& store, const EntryKey& id) {
   return absl::SimpleAtoi(value, &ms) && ms >= 0 ? ms : -1;
 }
 
-// Entries whose last uses fall in one grain are equally cold.
-int64_t Bucket(absl::Time t, absl::Duration grain) {
-  if (grain <= absl::ZeroDuration()) return absl::ToUnixNanos(t);
-  return absl::ToUnixNanos(t) / absl::ToInt64Nanoseconds(grain);
-}
-
 }  // namespace
 
 absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
@@ -146,7 +130,7 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
       store.FilesystemNow().value_or(options_.env->Now());
   v1::Leftovers& removed_leftovers = *response.mutable_leftovers_removed();
   v1::Leftovers& leftovers = *response.mutable_leftovers_after();
-  std::vector<Candidate> entries;
+  std::vector<GcCandidate> entries;
   absl::Status listed = store.ForEachEntry([&](const EntryKey& id) {
     EntryState state = store.Inspect(id);
     for (const TempFile& temp : state.temp_files) {
@@ -183,8 +167,8 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
       return true;
     }
     if (!state.has_artifact || !state.has_done) return true;
-    Candidate c{id, state.artifact_size, state.done_mtime,
-                v1::GcRemoval::PUBLISHED, leased};
+    GcCandidate c{id, state.artifact_size, state.done_mtime,
+                  v1::GcRemoval::PUBLISHED, leased};
     auto used = scope.last_uses.find(AccessJournal::KeyOf(id));
     if (used != scope.last_uses.end()) {
       c.last_use = c.journaled = used->second;
@@ -205,87 +189,52 @@ absl::StatusOr<v1::GcResponse> Maintenance::Gc(Namespace ns,
       !s.ok()) {
     return s;
   }
-  std::sort(entries.begin(), entries.end(),
-            [](const Candidate& a, const Candidate& b) {
-              return a.last_use < b.last_use;
-            });
+  GcGoals goals;
+  goals.max_size_bytes = request.max_size_bytes();
+  goals.now = options_.env->Now();
+  if (request.older_than_seconds() > 0) {
+    goals.cutoff = goals.now - absl::Seconds(request.older_than_seconds());
+  }
+  goals.recent = options_.recent;
+  goals.lag = scope.lag;
+  goals.grain = scope.grain;
+  const GcPlan plan = PlanGc(entries, goals, [&](const EntryKey& id) {
+    return CompileMs(*catalog_, store, id);
+  });
   response.set_lease_host(scope.lease_host);
   response.set_lease_id(scope.lease_id);
   response.set_journals_read(scope.journals_read);
-  uint64_t total = 0;
-  for (const Candidate& c : entries) total += c.size;
   response.set_entries_before(entries.size());
-  response.set_bytes_before(total);
-  const absl::Time now = options_.env->Now();
-  const absl::Time cutoff =
-      request.older_than_seconds() > 0
-          ? now - absl::Seconds(request.older_than_seconds())
-          : absl::InfinitePast();
-  auto over_size = [&] {
-    return request.max_size_bytes() > 0 && total > request.max_size_bytes();
-  };
+  response.set_bytes_before(plan.bytes_before);
+  response.set_skipped_locked(plan.skipped_leased);
+  response.set_skipped_recent(plan.skipped_recent);
+  uint64_t total = plan.bytes_before;
   uint64_t removed = 0;
-  for (size_t begin = 0; begin < entries.size();) {
-    // [begin, end) is one bucket of equally cold entries, LRU order.
-    const int64_t bucket = Bucket(entries[begin].last_use, scope.grain);
-    size_t end = begin + 1;
-    while (end < entries.size() &&
-           Bucket(entries[end].last_use, scope.grain) == bucket) {
-      ++end;
-    }
-    if (!over_size() && !(entries[begin].last_use < cutoff)) break;
-    for (size_t i = begin; i < end; ++i) {
-      entries[i].compile_ms = CompileMs(*catalog_, store, entries[i].id);
-    }
-    // Cheapest to recompile first; an unknown cost counts as dearest.
-    std::stable_sort(entries.begin() + begin, entries.begin() + end,
-                     [](const Candidate& a, const Candidate& b) {
-                       auto cost = [](const Candidate& c) {
-                         return c.compile_ms < 0 ? INT64_MAX : c.compile_ms;
-                       };
-                       return cost(a) < cost(b);
-                     });
-    for (size_t i = begin; i < end; ++i) {
-      const Candidate& c = entries[i];
-      const bool by_size = over_size();
-      if (!by_size && !(c.last_use < cutoff)) continue;
-      if (c.locked) {
-        response.set_skipped_locked(response.skipped_locked() + 1);
-        continue;
+  for (const GcVictim& victim : plan.victims) {
+    const GcCandidate& c = entries[victim.candidate];
+    if (!request.dry_run()) {
+      if (!scope.still_held()) {
+        return absl::AbortedError(absl::StrCat(
+            "lost the gc lease ", scope.lease_id, " on ", store.root(),
+            " after removing ", removed, " entries; stopped"));
       }
-      // A journaled time may be up to the journals' lag older than the use
-      // it stands for; this host's own times and publish times are exact.
-      if (now - c.last_use < options_.recent ||
-          now - c.journaled < options_.recent + scope.lag) {
-        response.set_skipped_recent(response.skipped_recent() + 1);
-        continue;
-      }
-      if (!request.dry_run()) {
-        if (!scope.still_held()) {
-          return absl::AbortedError(absl::StrCat(
-              "lost the gc lease ", scope.lease_id, " on ", store.root(),
-              " after removing ", removed, " entries; stopped"));
-        }
-        absl::Status s = store.Remove(c.id);
-        if (absl::IsNotFound(s)) continue;  // removed meanwhile
-        if (!s.ok()) return s;
-        if (absl::Status f = catalog_->Forget(c.id); !f.ok()) return f;
-        options_.on_evict(c.id);
-      }
-      ++removed;
-      total -= c.size;
-      response.set_removed_bytes(response.removed_bytes() + c.size);
-      *response.add_removed() = c.id.ToProto();
-      v1::GcRemoval* why = response.add_removals();
-      *why->mutable_id() = c.id.ToProto();
-      why->set_reason(by_size ? v1::GcRemoval::OVER_SIZE
-                              : v1::GcRemoval::OLDER_THAN);
-      why->set_size(c.size);
-      why->set_last_use_unix_ms(absl::ToUnixMillis(c.last_use));
-      why->set_last_use_source(c.source);
-      why->set_compile_ms(c.compile_ms);
+      absl::Status s = store.Remove(c.id);
+      if (absl::IsNotFound(s)) continue;  // removed meanwhile
+      if (!s.ok()) return s;
+      if (absl::Status f = catalog_->Forget(c.id); !f.ok()) return f;
+      options_.on_evict(c.id);
     }
-    begin = end;
+    ++removed;
+    total -= c.size;
+    response.set_removed_bytes(response.removed_bytes() + c.size);
+    *response.add_removed() = c.id.ToProto();
+    v1::GcRemoval* why = response.add_removals();
+    *why->mutable_id() = c.id.ToProto();
+    why->set_reason(victim.reason);
+    why->set_size(c.size);
+    why->set_last_use_unix_ms(absl::ToUnixMillis(c.last_use));
+    why->set_last_use_source(c.source);
+    why->set_compile_ms(c.compile_ms);
   }
   response.set_removed_entries(removed);
   response.set_entries_after(entries.size() - removed);

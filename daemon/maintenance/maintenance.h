@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "config/defaults.h"
 #include "daemon/index/catalog.h"
+#include "daemon/maintenance/gc_plan.h"
 #include "proto/neffd/v1/neffd.pb.h"
 #include "store/env.h"
 

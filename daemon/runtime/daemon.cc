@@ -51,7 +51,7 @@ struct ListenerCredentials {
 };
 
 absl::StatusOr<ListenerCredentials> CheckAddresses(
-    const DaemonOptions &options) {
+    const DaemonOptions& options) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ranks =
       CredentialsFor(options.address, options.tls, "--address");
   if (!ranks.ok()) return ranks.status();
@@ -75,9 +75,9 @@ absl::StatusOr<ListenerCredentials> CheckAddresses(
   return ListenerCredentials{*std::move(ranks), *std::move(admin)};
 }
 
-UnixListener::Options SocketOptions(mode_t mode, const std::string &group,
+UnixListener::Options SocketOptions(mode_t mode, const std::string& group,
                                     bool group_required,
-                                    const std::string &group_flag) {
+                                    const std::string& group_flag) {
   UnixListener::Options socket;
   socket.mode = mode;
   socket.group = group;
@@ -87,7 +87,7 @@ UnixListener::Options SocketOptions(mode_t mode, const std::string &group,
 }
 
 // The defaults that depend on other options or on the host.
-void FillDerivedDefaults(DaemonOptions &options) {
+void FillDerivedDefaults(DaemonOptions& options) {
   if (options.index_dir.empty()) {
     options.index_dir = LocalDir{options.local_dir}.index();
   }
@@ -112,13 +112,13 @@ struct Daemon::Parts {
   absl::Status OpenTier();
   absl::Status OpenRemoteTier();
   void BuildServices();
-  absl::Status StartServers(const ListenerCredentials &credentials);
+  absl::Status StartServers(const ListenerCredentials& credentials);
   // One gRPC server on `address` with `services`, health and reflection.
   absl::StatusOr<std::unique_ptr<grpc::Server>> Serve(
-      const std::string &address,
-      const std::shared_ptr<grpc::ServerCredentials> &credentials,
-      std::initializer_list<grpc::Service *> services,
-      UnixListener::Options socket, std::unique_ptr<UnixListener> *listener);
+      const std::string& address,
+      const std::shared_ptr<grpc::ServerCredentials>& credentials,
+      std::initializer_list<grpc::Service*> services,
+      UnixListener::Options socket, std::unique_ptr<UnixListener>* listener);
   void StartPeriodicWork();
 
   // The periodic tasks.
@@ -169,7 +169,7 @@ absl::Status Daemon::Parts::OpenStores() {
   store_options.root = options.neff_cache_dir;
   store_options.ns = Namespace::kNeff;
   store_options.env = options.env;
-  store_options.on_event = [](const StoreEvent &event) {
+  store_options.on_event = [](const StoreEvent& event) {
     log::EventWithFields(log::Level::kWarning, event.name, event.fields);
   };
   absl::StatusOr<std::unique_ptr<Store>> neff = Store::Open(store_options);
@@ -200,10 +200,10 @@ void Daemon::Parts::BuildLockTable() {
   file_options.shared = options.shared_leases;
   file_options.host_id = options.host_id;
   file_options.stale_after = options.lease_ttl;
-  file_options.entry_dir = [catalog = catalog.get()](const EntryKey &id) {
+  file_options.entry_dir = [catalog = catalog.get()](const EntryKey& id) {
     return catalog->StoreFor(id).RecordsDir(id);
   };
-  file_options.quarantine_dir = [catalog = catalog.get()](const EntryKey &id) {
+  file_options.quarantine_dir = [catalog = catalog.get()](const EntryKey& id) {
     return catalog->StoreFor(id).root() + "/quarantine";
   };
   file_options.poll_interval = options.poll_interval;
@@ -221,7 +221,7 @@ void Daemon::Parts::BuildLockTable() {
   lock_options.external_locks = file_locks.get();
   lock_options.probe_entry =
       [catalog =
-           catalog.get()](const EntryKey &id) -> std::optional<v1::Entry> {
+           catalog.get()](const EntryKey& id) -> std::optional<v1::Entry> {
     absl::StatusOr<std::optional<v1::Entry>> found = catalog->Find(id);
     return found.ok() ? *found : std::nullopt;
   };
@@ -249,7 +249,7 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
       StagingQuotaOptions{local_dir.staging(), options.staging_quota_per_uid,
                           absl::Hours(1), options.env});
   publisher_options.check_staged =
-      [quota = staging_quota.get()](const std::string &path) {
+      [quota = staging_quota.get()](const std::string& path) {
         return quota->Check(path);
       };
   publisher = std::make_unique<Publisher>(publisher_options, catalog.get(),
@@ -271,7 +271,7 @@ absl::Status Daemon::Parts::OpenRemoteTier() {
   remote = *std::move(opened);
   // An unmodified rank's entry goes up to S3 as a publish does.
   catalog->SetAdoptionObserver(
-      [remote = remote.get()](const EntryKey &id, const v1::Entry &entry) {
+      [remote = remote.get()](const EntryKey& id, const v1::Entry& entry) {
         std::unique_ptr<PublishIntent> upload = remote->NewUploadIntent();
         if (upload == nullptr) return;
         upload->Begin(id, entry.size(), entry.sha256());
@@ -295,7 +295,7 @@ void Daemon::Parts::BuildServices() {
     return neff_store->metadata_ops() + hlo_store->metadata_ops() +
            lease_env->metadata_ops();
   };
-  service_options.leftovers = [this](absl::Time *measured) {
+  service_options.leftovers = [this](absl::Time* measured) {
     return gc->Leftovers(measured);
   };
   service = std::make_unique<CompileCacheService>(
@@ -312,10 +312,10 @@ void Daemon::Parts::BuildServices() {
   maintenance_options.trash = {options.gc_trash_age, options.gc_trash_bytes};
   // `neffctl evict` drops the host's local copy too: otherwise ranks on this
   // host would keep being handed the evicted NEFF until the tier evicts it.
-  maintenance_options.on_evict = [tier = tier.get()](const EntryKey &id) {
+  maintenance_options.on_evict = [tier = tier.get()](const EntryKey& id) {
     if (tier != nullptr) tier->Remove(id);
   };
-  maintenance_options.lease_out = [locks = locks.get()](const EntryKey &id) {
+  maintenance_options.lease_out = [locks = locks.get()](const EntryKey& id) {
     return locks->Held(id);
   };
   maintenance =
@@ -336,7 +336,7 @@ void Daemon::Parts::BuildServices() {
   gc = std::make_unique<GcCoordinator>(gc_options, catalog.get(),
                                        maintenance.get());
   catalog->SetAccessObserver(
-      [gc = gc.get()](const auto &batch) { gc->NoteAccess(batch); });
+      [gc = gc.get()](const auto& batch) { gc->NoteAccess(batch); });
   AdminOptions admin_options;
   admin_options.locks = locks.get();
   admin_options.telemetry = &telemetry;
@@ -357,7 +357,7 @@ void Daemon::Parts::BuildServices() {
   admin_options.locks_dir = local_dir.locks();
   admin_options.env = options.env;
   admin_options.gc = [gc = gc.get()](Namespace ns,
-                                     const v1::GcRequest &request) {
+                                     const v1::GcRequest& request) {
     return gc->RunNow(ns, request);
   };
   admin = std::make_unique<CacheAdminService>(maintenance.get(), catalog.get(),
@@ -368,10 +368,10 @@ void Daemon::Parts::BuildServices() {
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> Daemon::Parts::Serve(
-    const std::string &address,
-    const std::shared_ptr<grpc::ServerCredentials> &credentials,
-    std::initializer_list<grpc::Service *> services,
-    UnixListener::Options socket, std::unique_ptr<UnixListener> *listener) {
+    const std::string& address,
+    const std::shared_ptr<grpc::ServerCredentials>& credentials,
+    std::initializer_list<grpc::Service*> services,
+    UnixListener::Options socket, std::unique_ptr<UnixListener>* listener) {
   socket.path = UnixPath(address);
   socket.peers = &peers;
   socket.env = options.env;
@@ -387,7 +387,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> Daemon::Parts::Serve(
   // who connected (SO_PEERCRED) before gRPC gets them.
   if (socket.path.empty())
     builder.AddListeningPort(address, credentials, &port);
-  for (grpc::Service *service : services) builder.RegisterService(service);
+  for (grpc::Service* service : services) builder.RegisterService(service);
   builder.RegisterService(&health);
   ConfigureServer(builder, options.max_inline_bytes + (1 << 20), &calls);
   grpc::ResourceQuota quota("neffd");
@@ -402,7 +402,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> Daemon::Parts::Serve(
 }
 
 absl::Status Daemon::Parts::StartServers(
-    const ListenerCredentials &credentials) {
+    const ListenerCredentials& credentials) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   const bool grouped = !options.admin_group.empty();
   absl::StatusOr<std::unique_ptr<grpc::Server>> admin_started = Serve(
@@ -438,7 +438,7 @@ void Daemon::Parts::StartPeriodicWork() {
   scheduler.Add(
       {kAccessFlushInterval, [this] { (void)catalog->FlushAccessTimes(); }});
   scheduler.Add({kStagingSweepInterval, [this] {
-                   for (const std::string &name : staging_quota->Sweep()) {
+                   for (const std::string& name : staging_quota->Sweep()) {
                      log::Warning("staged_file_removed",
                                   {{"file", name},
                                    {"why",
@@ -490,7 +490,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   absl::StatusOr<ListenerCredentials> credentials = CheckAddresses(options);
   if (!credentials.ok()) return credentials.status();
   FillDerivedDefaults(options);
-  for (const std::string &address : {options.address, options.admin_address}) {
+  for (const std::string& address : {options.address, options.admin_address}) {
     if (absl::Status s = PrepareSocketPath(address); !s.ok()) return s;
   }
   auto parts = std::make_unique<Parts>(std::move(options));
@@ -511,7 +511,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
 }
 
 std::string Daemon::Describe() const {
-  const DaemonOptions &o = parts_->options;
+  const DaemonOptions& o = parts_->options;
   return absl::StrCat(
       "neffd: listening on ", o.address, ", admin on ", o.admin_address,
       " (host ", o.host_id, "); neff cache ", o.neff_cache_dir, ", hlo cache ",
@@ -522,7 +522,7 @@ std::string Daemon::Describe() const {
 }
 
 std::string Daemon::IndexRecoveryNote() const {
-  const std::string &moved = parts_->index->recovered_from();
+  const std::string& moved = parts_->index->recovered_from();
   if (moved.empty()) return "";
   return absl::StrCat("neffd: the index at ", parts_->options.index_dir,
                       " could not be opened; moved it to ", moved,
@@ -533,7 +533,7 @@ std::string Daemon::IndexRecoveryNote() const {
 void Daemon::Reload() { parts_->WriteMetrics(); }
 
 void Daemon::Shutdown() {
-  Parts *p = parts_.get();
+  Parts* p = parts_.get();
   if (p == nullptr || p->shut_down) return;
   p->shut_down = true;
   p->health.Shutdown();

@@ -79,7 +79,7 @@ struct DaemonOptions {
   // publishes older than gc_temp_grace, quarantine/ and .trash/ by age and
   // size (0 bytes: no size bound).
   absl::Duration gc_temp_grace = config::kTempGrace;
-  absl::Duration gc_quarantine_age = absl::Hours(24 * 7);
+  absl::Duration gc_quarantine_age = config::kQuarantineAge;
   uint64_t gc_quarantine_bytes = config::kQuarantineBytes;
   absl::Duration gc_trash_age = config::kTrashAge;
   uint64_t gc_trash_bytes = config::kTrashBytes;
@@ -113,7 +113,7 @@ struct DaemonOptions {
   RemoteTierOptions remote;
   // The filesystem and clock of the stores, the tier and the lock files
   // (store/env.h); not owned. Tests wrap it to inject faults.
-  Env *env = Env::Default();
+  Env* env = Env::Default();
 };
 
 class Daemon {

@@ -70,18 +70,18 @@ int64_t FaultInjectionEnv::injected_failures() const {
   return injected_failures_;
 }
 
-bool FaultInjectionEnv::Matches(const Rule &rule, const FsCall &call) {
+bool FaultInjectionEnv::Matches(const Rule& rule, const FsCall& call) {
   if (rule.op.has_value() && *rule.op != call.op) return false;
   return rule.path_contains.empty() ||
          absl::StrContains(call.path, rule.path_contains) ||
          absl::StrContains(call.target, rule.path_contains);
 }
 
-absl::Status FaultInjectionEnv::BeforeCall(const FsCall &call) {
+absl::Status FaultInjectionEnv::BeforeCall(const FsCall& call) {
   absl::Duration delay;
   {
     absl::MutexLock lock(&mu_);
-    for (Rule &rule : rules_) {
+    for (Rule& rule : rules_) {
       if (rule.remaining == 0 || !Matches(rule, call)) continue;
       if (rule.skip > 0) {
         --rule.skip;

@@ -38,7 +38,7 @@ class FaultInjectionEnv : public EnvWrapper {
  public:
   static constexpr int64_t kEveryCall = std::numeric_limits<int64_t>::max();
 
-  explicit FaultInjectionEnv(Env *target = Env::Default())
+  explicit FaultInjectionEnv(Env* target = Env::Default())
       : EnvWrapper(target) {}
   // Releases any stalled call first.
   ~FaultInjectionEnv() override;
@@ -71,7 +71,7 @@ class FaultInjectionEnv : public EnvWrapper {
   int64_t injected_failures() const;
 
  protected:
-  absl::Status BeforeCall(const FsCall &call) override;
+  absl::Status BeforeCall(const FsCall& call) override;
 
  private:
   enum class Action { kFail, kStall, kDelay };
@@ -87,7 +87,7 @@ class FaultInjectionEnv : public EnvWrapper {
 
   static Rule NewRule(Action action, std::optional<FsOp> op,
                       absl::string_view path_contains);
-  static bool Matches(const Rule &rule, const FsCall &call);
+  static bool Matches(const Rule& rule, const FsCall& call);
   void AddRule(Rule rule);
 
   mutable absl::Mutex mu_;

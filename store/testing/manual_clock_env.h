@@ -19,7 +19,7 @@ namespace neffd {
 
 class ManualClockEnv : public EnvWrapper {
  public:
-  explicit ManualClockEnv(absl::Time start, Env *target = Env::Default())
+  explicit ManualClockEnv(absl::Time start, Env* target = Env::Default())
       : EnvWrapper(target), now_(start) {}
 
   absl::Time Now() override {

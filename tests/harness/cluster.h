@@ -22,13 +22,13 @@ class Cluster {
   Cluster(std::string root, std::vector<std::string> flags);
 
   // Starts host `name`; `env` is added to its daemon's environment.
-  DaemonProcess &AddHost(const std::string &name,
+  DaemonProcess& AddHost(const std::string& name,
                          std::vector<std::string> env = {});
-  DaemonProcess &host(size_t i) { return *hosts_[i]; }
+  DaemonProcess& host(size_t i) { return *hosts_[i]; }
   size_t size() const { return hosts_.size(); }
 
   std::string shared_neff() const { return root_ + "/shared/neff"; }
-  const std::string &root() const { return root_; }
+  const std::string& root() const { return root_; }
 
   // The environment of rank `rank` on host `i`.
   std::vector<std::string> RankEnv(size_t i, int rank) const;
@@ -45,7 +45,7 @@ class Cluster {
 };
 
 // Lines of a file (an empty file has none).
-std::vector<std::string> ReadLines(const std::string &path);
+std::vector<std::string> ReadLines(const std::string& path);
 
 }  // namespace neffd::test_support
 
