@@ -55,6 +55,9 @@ GcCoordinator::GcCoordinator(GcCoordinatorOptions options, Catalog* catalog,
   };
   lease.lease_file_name = kGcLeaseName;
   lease.shared_env = options_.shared_env;
+  // Whether a contender's lease has stood unchanged for the TTL is judged
+  // on this host's clock.
+  lease.env = options_.host_env;
   leases_ = NewFileLocks(std::move(lease));
   for (Namespace ns : {Namespace::kNeff, Namespace::kHlo}) {
     AccessJournalOptions journal;
