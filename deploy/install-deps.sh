@@ -14,7 +14,7 @@ PACKAGES=(
   clang-format faketime
   systemd prometheus python3-grpcio python3-grpc-tools
   clang-14 libclang-rt-14-dev openssl
-  gnuplot-nox strace
+  gnuplot-nox strace etcd-server
   libcurl4-openssl-dev libexpat1-dev libinih-dev
   libgflags-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev patchelf
   libxxhash-dev xxhash pypy3

@@ -1,0 +1,263 @@
+#include "daemon/etcd/etcd_client.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "grpc/support/time.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "store/file_util.h"
+
+namespace neffd::etcd {
+namespace {
+
+constexpr uint64_t kMaxPemBytes = 1 << 20;
+
+bool IsIpv4Literal(absl::string_view host_port) {
+  const absl::string_view host = host_port.substr(0, host_port.rfind(':'));
+  if (host.empty()) return false;
+  for (char c : host) {
+    if (!absl::ascii_isdigit(c) && c != '.') return false;
+  }
+  return true;
+}
+
+// gRPC's target for the endpoint list: every IPv4 literal through the ipv4
+// resolver (balanced round robin), else the first name through DNS.
+std::string TargetFor(const std::vector<std::string>& endpoints) {
+  for (const std::string& e : endpoints) {
+    if (!IsIpv4Literal(e)) return absl::StrCat("dns:///", endpoints.front());
+  }
+  return absl::StrCat("ipv4:", absl::StrJoin(endpoints, ","));
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path,
+                                    const char* option) {
+  if (path.empty()) return std::string();
+  absl::StatusOr<std::string> pem = ReadSmallFile(path, kMaxPemBytes);
+  if (!pem.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        option, ": cannot read ", path, ": ", pem.status().message()));
+  }
+  return pem;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(
+    EtcdOptions options) {
+  std::vector<std::string> endpoints =
+      absl::StrSplit(options.endpoints, ',', absl::SkipWhitespace());
+  if (endpoints.empty()) {
+    return absl::InvalidArgumentError("etcd endpoints: none given");
+  }
+  if (options.call_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("etcd call timeout: must be positive");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (!options.ca.empty() || !options.cert.empty() || !options.key.empty()) {
+    if (options.cert.empty() != options.key.empty()) {
+      return absl::InvalidArgumentError(
+          "etcd TLS: a certificate and its key go together");
+    }
+    grpc::SslCredentialsOptions ssl;
+    absl::StatusOr<std::string> ca = ReadPem(options.ca, "etcd CA");
+    absl::StatusOr<std::string> cert = ReadPem(options.cert, "etcd cert");
+    absl::StatusOr<std::string> key = ReadPem(options.key, "etcd key");
+    for (const auto* read : {&ca, &cert, &key}) {
+      if (!read->ok()) return read->status();
+    }
+    ssl.pem_root_certs = *ca;
+    ssl.pem_cert_chain = *cert;
+    ssl.pem_private_key = *key;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments args;
+  args.SetLoadBalancingPolicyName("round_robin");
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(TargetFor(endpoints), credentials, args);
+  return std::unique_ptr<EtcdClient>(
+      new EtcdClient(std::move(options), std::move(channel)));
+}
+
+EtcdClient::EtcdClient(EtcdOptions options,
+                       std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      kv_(etcdserverpb::KV::NewStub(channel_)),
+      lease_(etcdserverpb::Lease::NewStub(channel_)),
+      watch_(etcdserverpb::Watch::NewStub(channel_)) {}
+
+std::unique_ptr<grpc::ClientContext> EtcdClient::Context(
+    absl::Duration timeout) const {
+  // Deadlines are gRPC's, on its own monotonic clock.
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(gpr_time_add(
+      gpr_now(GPR_CLOCK_MONOTONIC),
+      gpr_time_from_micros(absl::ToInt64Microseconds(timeout), GPR_TIMESPAN)));
+  return context;
+}
+
+absl::Status EtcdClient::Error(const grpc::Status& status,
+                               const char* call) const {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("etcd at ", options_.endpoints, ": ", call,
+                                   ": ", status.error_message()));
+}
+
+absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
+  etcdserverpb::LeaseGrantRequest request;
+  request.set_ttl(std::max<int64_t>(
+      1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
+  etcdserverpb::LeaseGrantResponse response;
+  grpc::Status status = lease_->LeaseGrant(Context(options_.call_timeout).get(),
+                                           request, &response);
+  if (!status.ok()) return Error(status, "LeaseGrant");
+  if (!response.error().empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "etcd at ", options_.endpoints, ": LeaseGrant: ", response.error()));
+  }
+  return response.id();
+}
+
+absl::Status EtcdClient::KeepAlive(int64_t lease) {
+  auto context = Context(options_.call_timeout);
+  auto stream = lease_->LeaseKeepAlive(context.get());
+  etcdserverpb::LeaseKeepAliveRequest request;
+  request.set_id(lease);
+  etcdserverpb::LeaseKeepAliveResponse response;
+  const bool answered = stream->Write(request) && stream->Read(&response);
+  stream->WritesDone();
+  context->TryCancel();  // one renewal per stream: do not wait for its end
+  grpc::Status status = stream->Finish();
+  if (!answered) return Error(status, "LeaseKeepAlive");
+  if (response.ttl() <= 0) {
+    return absl::NotFoundError(absl::StrCat("etcd at ", options_.endpoints,
+                                            ": lease ", lease, " has expired"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EtcdClient::RevokeLease(int64_t lease) {
+  etcdserverpb::LeaseRevokeRequest request;
+  request.set_id(lease);
+  etcdserverpb::LeaseRevokeResponse response;
+  grpc::Status status = lease_->LeaseRevoke(
+      Context(options_.call_timeout).get(), request, &response);
+  return status.ok() ? absl::OkStatus() : Error(status, "LeaseRevoke");
+}
+
+absl::StatusOr<CreateResult> EtcdClient::CreateIfAbsent(
+    const std::string& key, const std::string& value, int64_t lease) {
+  etcdserverpb::TxnRequest request;
+  etcdserverpb::Compare* never_created = request.add_compare();
+  never_created->set_key(key);
+  never_created->set_target(etcdserverpb::Compare::CREATE);
+  never_created->set_result(etcdserverpb::Compare::EQUAL);
+  never_created->set_create_revision(0);
+  etcdserverpb::PutRequest* put = request.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  request.add_failure()->mutable_request_range()->set_key(key);
+  etcdserverpb::TxnResponse response;
+  grpc::Status status =
+      kv_->Txn(Context(options_.call_timeout).get(), request, &response);
+  if (!status.ok()) return Error(status, "Txn");
+  CreateResult result;
+  result.created = response.succeeded();
+  result.revision = response.header().revision();
+  if (!result.created && response.responses_size() == 1 &&
+      response.responses(0).response_range().kvs_size() == 1) {
+    const etcdserverpb::KeyValue& kv =
+        response.responses(0).response_range().kvs(0);
+    result.existing = KeyState{kv.value(), kv.create_revision(),
+                               kv.mod_revision(), kv.lease()};
+  }
+  return result;
+}
+
+absl::StatusOr<std::optional<KeyState>> EtcdClient::Get(const std::string& key,
+                                                        int64_t* revision) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(key);
+  etcdserverpb::RangeResponse response;
+  grpc::Status status =
+      kv_->Range(Context(options_.call_timeout).get(), request, &response);
+  if (!status.ok()) return Error(status, "Range");
+  if (revision != nullptr) *revision = response.header().revision();
+  if (response.kvs_size() == 0) return std::optional<KeyState>();
+  const etcdserverpb::KeyValue& kv = response.kvs(0);
+  return std::optional<KeyState>(KeyState{kv.value(), kv.create_revision(),
+                                          kv.mod_revision(), kv.lease()});
+}
+
+absl::Status EtcdClient::Put(const std::string& key, const std::string& value,
+                             int64_t lease) {
+  etcdserverpb::PutRequest request;
+  request.set_key(key);
+  request.set_value(value);
+  request.set_lease(lease);
+  etcdserverpb::PutResponse response;
+  grpc::Status status =
+      kv_->Put(Context(options_.call_timeout).get(), request, &response);
+  return status.ok() ? absl::OkStatus() : Error(status, "Put");
+}
+
+absl::StatusOr<bool> EtcdClient::Delete(const std::string& key) {
+  etcdserverpb::DeleteRangeRequest request;
+  request.set_key(key);
+  etcdserverpb::DeleteRangeResponse response;
+  grpc::Status status = kv_->DeleteRange(Context(options_.call_timeout).get(),
+                                         request, &response);
+  if (!status.ok()) return Error(status, "DeleteRange");
+  return response.deleted() > 0;
+}
+
+absl::StatusOr<Change> EtcdClient::WaitForChange(const std::string& key,
+                                                 int64_t from_revision,
+                                                 absl::Duration wait) {
+  auto context = Context(wait);
+  auto stream = watch_->Watch(context.get());
+  etcdserverpb::WatchRequest request;
+  etcdserverpb::WatchCreateRequest* create = request.mutable_create_request();
+  create->set_key(key);
+  create->set_start_revision(from_revision);
+  std::optional<Change> change;
+  bool canceled_by_etcd = false;
+  if (stream->Write(request)) {
+    etcdserverpb::WatchResponse response;
+    while (!change.has_value() && stream->Read(&response)) {
+      if (response.canceled()) {  // e.g. compacted past from_revision
+        canceled_by_etcd = true;
+        break;
+      }
+      if (response.events_size() > 0) {
+        const etcdserverpb::Event& event = response.events(0);
+        change =
+            Change{event.type() == etcdserverpb::Event::DELETE ? Change::kDelete
+                                                               : Change::kPut,
+                   event.kv().value(), event.kv().mod_revision()};
+      }
+    }
+  }
+  // The stream stays open on etcd's side until cancelled; a read that
+  // ended by itself (the deadline, etcd gone) keeps its status.
+  if (change.has_value() || canceled_by_etcd) context->TryCancel();
+  grpc::Status status = stream->Finish();
+  if (change.has_value()) return *change;
+  if (canceled_by_etcd) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "etcd at ", options_.endpoints, ": Watch ", key, " from revision ",
+        from_revision, ": canceled by etcd (compacted?); read it again"));
+  }
+  return Error(status, "Watch");
+}
+
+}  // namespace neffd::etcd
