@@ -35,31 +35,40 @@ absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(
     return absl::FailedPreconditionError(absl::StrCat(
         kEtcdBinary, " is missing: run deploy/install-deps.sh (etcd-server)"));
   }
-  const int client = UnusedLoopbackPort();
-  const int peer = UnusedLoopbackPort();
-  const std::string client_url = absl::StrCat("http://127.0.0.1:", client);
-  const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer);
-  auto process = std::make_unique<Process>(std::vector<std::string>{
-      kEtcdBinary, "--name=neffd-test", "--data-dir=" + data_dir,
-      "--listen-client-urls=" + client_url,
-      "--advertise-client-urls=" + client_url, "--listen-peer-urls=" + peer_url,
-      "--initial-advertise-peer-urls=" + peer_url,
-      "--initial-cluster=neffd-test=" + peer_url,
-      "--initial-cluster-state=new"});
-  const bool serving = WaitUntil(
-      [&] {
-        return !process->Running() ||
-               absl::StrContains(process->Stderr(),
-                                 "ready to serve client requests");
-      },
-      absl::Seconds(60));
-  if (!serving || !process->Running()) {
-    return absl::InternalError(absl::StrCat("etcd did not start (exit ",
-                                            process->Wait(),
-                                            "): ", process->Stderr()));
+  // A port picked free may be taken before etcd binds it: try again with
+  // others (etcd exits at once when it cannot bind), in a fresh data
+  // directory (the last one remembers its ports).
+  std::string failure;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int client = UnusedLoopbackPort();
+    int peer = UnusedLoopbackPort();
+    while (peer == client) peer = UnusedLoopbackPort();
+    const std::string client_url = absl::StrCat("http://127.0.0.1:", client);
+    const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer);
+    auto process = std::make_unique<Process>(std::vector<std::string>{
+        kEtcdBinary, "--name=neffd-test",
+        absl::StrCat("--data-dir=", data_dir, "/attempt-", attempt),
+        "--listen-client-urls=" + client_url,
+        "--advertise-client-urls=" + client_url,
+        "--listen-peer-urls=" + peer_url,
+        "--initial-advertise-peer-urls=" + peer_url,
+        "--initial-cluster=neffd-test=" + peer_url,
+        "--initial-cluster-state=new"});
+    const bool serving = WaitUntil(
+        [&] {
+          return !process->Running() ||
+                 absl::StrContains(process->Stderr(),
+                                   "ready to serve client requests");
+        },
+        absl::Seconds(60));
+    if (serving && process->Running()) {
+      return std::unique_ptr<EtcdServer>(
+          new EtcdServer(std::move(process), client));
+    }
+    failure = absl::StrCat("exit ", process->Wait(), ": ", process->Stderr());
   }
-  return std::unique_ptr<EtcdServer>(
-      new EtcdServer(std::move(process), client));
+  return absl::InternalError(
+      absl::StrCat("etcd did not start (", failure, ")"));
 }
 
 std::string EtcdServer::endpoint() const {
