@@ -152,6 +152,8 @@ const Case kCases[] = {
     {"NEFFD_EXPLAIN", "false", kDefault, "on", "true", "loud", kBoolWarning},
     {"NEFFD_REMOTE", "(unset)", kDefault, "s3://bucket/neff",
      "s3://bucket/neff", nullptr, nullptr},
+    {"NEFFD_COORDINATOR", "(unset)", kDefault, "etcd://10.0.0.5:2379",
+     "etcd://10.0.0.5:2379", nullptr, nullptr},
     {"NEFFD_S3_ENDPOINT", "(unset)", kDefault, "http://127.0.0.1:4568",
      "http://127.0.0.1:4568", nullptr, nullptr},
     {"NEFFD_REMOTE_MODE", "rw", kDefault, "ro", "ro", nullptr, nullptr},

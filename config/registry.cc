@@ -331,6 +331,11 @@ std::vector<VarSpec> MakeRegistry() {
           nullptr, kDaemon,
           "The S3 tier behind the shared store, `s3://BUCKET/PREFIX` "
           "(`neffd --remote`); unset: no remote tier."),
+      Var(kNeffdSection, "NEFFD_COORDINATOR", Type::kString, Rule::kAnyString,
+          nullptr, kDaemon,
+          "Cross-host coordination on etcd, `etcd://HOST:PORT[,HOST:PORT...]` "
+          "(`neffd --coordinator`): leases and watches instead of lease-file "
+          "polling; unset: the shared filesystem's protocol."),
       Var(kNeffdSection, "NEFFD_S3_ENDPOINT", Type::kString, Rule::kAnyString,
           nullptr, kDaemon,
           "S3 endpoint URL for S3-compatible stores (`neffd "

@@ -14,8 +14,10 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "config/defaults.h"
 #include "config/flags.h"
@@ -171,6 +173,22 @@ void CheckRemoteOptions(const config::EnvSnapshot& env, RangeChecks& check,
                 "must be at least --s3_breaker_backoff");
 }
 
+// --coordinator is empty or etcd://HOST:PORT[,HOST:PORT...].
+void CheckCoordinator(const std::string& coordinator, RangeChecks& check) {
+  if (coordinator.empty()) return;
+  absl::string_view endpoints = coordinator;
+  bool ok = absl::ConsumePrefix(&endpoints, "etcd://") && !endpoints.empty();
+  for (absl::string_view endpoint : absl::StrSplit(endpoints, ',')) {
+    const size_t colon = endpoint.rfind(':');
+    int port = 0;
+    ok = ok && colon != absl::string_view::npos && colon > 0 &&
+         absl::SimpleAtoi(endpoint.substr(colon + 1), &port) && port > 0 &&
+         port < 65536;
+  }
+  check.Require(ok, "coordinator", coordinator,
+                "must be etcd://HOST:PORT[,HOST:PORT...]");
+}
+
 }  // namespace
 
 int ReportError(int code, absl::string_view message) {
@@ -231,6 +249,7 @@ std::vector<std::string> OptionsFromFlags(const config::EnvSnapshot& env,
           ? lock_timeout->value
           : absl::Seconds(env.GetInt("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"));
   CheckRemoteOptions(env, checks, &options->remote);
+  CheckCoordinator(options->coordinator, checks);
   return std::move(checks).errors();
 }
 

@@ -71,6 +71,24 @@
       "time between checks of a key another host is compiling")               \
   NEFFD_SETTING(bool, shared_leases, shared_leases, Any{}, "",                \
       "take cross-host lease files on the shared store")                      \
+  NEFFD_SETTING(std::string, coordinator, coordinator, Any{},                 \
+      "NEFFD_COORDINATOR",                                                    \
+      "cross-host leases and watches on etcd, etcd://HOST:PORT[,HOST:PORT]; " \
+      "falls back to the filesystem protocol while etcd does not answer "     \
+      "(empty: that protocol only)")                                          \
+  NEFFD_SETTING(DurationFlag, etcd_lease_ttl, etcd.lease_ttl, Positive{}, "", \
+      "with --coordinator: how long after this daemon dies its keys are "     \
+      "handed on (etcd grants at least its minimum: 2s at its default "       \
+      "timing, 1s with --election-timeout=500)")                              \
+  NEFFD_SETTING(DurationFlag, etcd_timeout, etcd.call_timeout, Positive{},    \
+      "", "with --coordinator: deadline for one etcd call; a call that "      \
+      "fails or takes longer switches new keys to the filesystem protocol")   \
+  NEFFD_SETTING(std::string, etcd_ca, etcd.ca, Any{}, "",                     \
+      "with --coordinator: PEM CA for etcd's TLS (empty: plaintext)")         \
+  NEFFD_SETTING(std::string, etcd_cert, etcd.cert, Any{}, "",                 \
+      "with --coordinator: PEM client certificate for etcd's mutual TLS")     \
+  NEFFD_SETTING(std::string, etcd_key, etcd.key, Any{}, "",                   \
+      "with --coordinator: PEM key of --etcd_cert")                           \
   NEFFD_SETTING(DurationFlag, gc_recent_seconds, gc_recent, Any{}, "",        \
       "gc never removes an entry served on this host this recently")          \
   NEFFD_SETTING(ByteSizeFlag, max_cache_size, max_cache_size, Any{}, "",      \

@@ -55,6 +55,28 @@ void PrintRemoteStats(const v1::Stats& s) {
       {1});
 }
 
+// Cross-host coordination's part of `neffctl stats`: shown with etcd only.
+void PrintCoordinatorStats(const v1::Stats& s) {
+  if (s.coordinator() != "etcd") return;
+  std::string state = s.etcd_healthy() ? "etcd" : "FILESYSTEM (etcd failing)";
+  PrintTable(
+      {
+          {"Coordinator", state,
+           s.etcd_watching() ? "watch up" : "watch DOWN (waiters poll)"},
+          {"  keys taken (etcd / files)",
+           absl::StrCat(s.etcd_takes(), " / ", s.etcd_fallback_takes()), ""},
+          {"  waits woken by a watch", absl::StrCat(s.etcd_watch_wakeups()),
+           ""},
+          {"  switches (to files / back)",
+           absl::StrCat(s.etcd_fallbacks(), " / ", s.etcd_recoveries()),
+           absl::StrCat(s.etcd_lease_losses(), " lease losses, ",
+                        s.etcd_watch_restarts(), " watch restarts")},
+          {"  last error", s.etcd_last_error().empty() ? "none" : "",
+           s.etcd_last_error()},
+      },
+      {1});
+}
+
 }  // namespace
 
 void PrintStats(const v1::Stats& s, const std::string& address) {
@@ -111,6 +133,7 @@ void PrintStats(const v1::Stats& s, const std::string& address) {
       },
       {1});
   PrintRemoteStats(s);
+  PrintCoordinatorStats(s);
   if (s.versions_size() == 0) return;
   std::vector<std::vector<std::string>> rows = {
       {"  NAMESPACE", "COMPILER", "ENTRIES", "SIZE"}};

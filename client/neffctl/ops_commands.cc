@@ -176,6 +176,21 @@ int Ctl::Locks() {
     std::printf("%d lock files held by processes without a lease\n",
                 response.file_locks_size());
   }
+  // Every host's holds, from etcd (--coordinator).
+  if (!response.cluster_holders_error().empty()) {
+    std::printf("cluster holders: etcd did not answer: %s\n",
+                response.cluster_holders_error().c_str());
+  } else if (response.cluster_holders_size() > 0) {
+    std::vector<std::vector<std::string>> cluster = {
+        {"KEY", "HOST", "PID", "ETCD LEASE"}};
+    for (const v1::ClusterHolderInfo& h : response.cluster_holders()) {
+      cluster.push_back({h.key(), h.host(), absl::StrCat(h.pid()),
+                         absl::StrCat(absl::Hex(h.etcd_lease()))});
+    }
+    PrintTable(cluster, {2});
+    std::printf("%d keys held across hosts (etcd)\n",
+                response.cluster_holders_size());
+  }
   return kOk;
 }
 

@@ -4,10 +4,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/support/time.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -47,6 +49,116 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
   return pem;
 }
 
+// The end of the range of keys that start with `prefix`: etcd's
+// "prefix + 1" (the last byte below 0xff incremented, the rest dropped).
+std::string PrefixEnd(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(end.back() + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+KeyState StateOf(const etcdserverpb::KeyValue& kv) {
+  return KeyState{kv.value(), kv.create_revision(), kv.mod_revision(),
+                  kv.lease()};
+}
+
+Change ChangeOf(const etcdserverpb::Event& event) {
+  return Change{event.type() == etcdserverpb::Event::DELETE ? Change::kDelete
+                                                            : Change::kPut,
+                event.kv().key(), event.kv().value(),
+                event.kv().mod_revision()};
+}
+
+class GrpcPrefixWatch : public PrefixWatch {
+ public:
+  GrpcPrefixWatch(etcdserverpb::Watch::Stub* stub, std::string endpoints,
+                  std::string prefix, int64_t from_revision, bool deletes_only)
+      : stub_(stub),
+        endpoints_(std::move(endpoints)),
+        prefix_(std::move(prefix)),
+        from_revision_(from_revision),
+        deletes_only_(deletes_only) {}
+
+  absl::Status Run(const std::function<void(int64_t)>& on_ready,
+                   const OnChange& on_change, int64_t* next_revision) override {
+    *next_revision = from_revision_;
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return absl::CancelledError("watch cancelled");
+    }
+    auto stream = stub_->Watch(&context_);
+    etcdserverpb::WatchRequest request;
+    etcdserverpb::WatchCreateRequest* create = request.mutable_create_request();
+    create->set_key(prefix_);
+    create->set_range_end(PrefixEnd(prefix_));
+    create->set_start_revision(from_revision_);
+    if (deletes_only_) {
+      create->add_filters(etcdserverpb::WatchCreateRequest::NOPUT);
+    }
+    absl::Status ended;
+    if (stream->Write(request)) {
+      etcdserverpb::WatchResponse response;
+      while (ended.ok() && stream->Read(&response)) {
+        if (response.canceled()) {
+          ended = absl::OutOfRangeError(absl::StrCat(
+              "etcd at ", endpoints_, ": Watch ", prefix_,
+              ": canceled by etcd (compacted to ", response.compact_revision(),
+              "): ", response.cancel_reason()));
+          *next_revision = 0;
+          break;
+        }
+        if (response.created()) {
+          // Every change after the header's revision is delivered (from
+          // now), or after the one asked for.
+          const int64_t from = from_revision_ > 0
+                                   ? from_revision_
+                                   : response.header().revision() + 1;
+          *next_revision = from;
+          on_ready(from - 1);
+        }
+        for (const etcdserverpb::Event& event : response.events()) {
+          on_change(ChangeOf(event));
+          *next_revision = event.kv().mod_revision() + 1;
+        }
+      }
+    }
+    context_.TryCancel();
+    grpc::Status status = stream->Finish();
+    if (!ended.ok()) return ended;
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return absl::CancelledError("watch cancelled");
+    }
+    return absl::Status(
+        static_cast<absl::StatusCode>(
+            status.ok() ? grpc::StatusCode::UNAVAILABLE : status.error_code()),
+        absl::StrCat("etcd at ", endpoints_, ": Watch ", prefix_, ": ",
+                     status.ok() ? "stream ended" : status.error_message()));
+  }
+
+  void Cancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    context_.TryCancel();
+  }
+
+ private:
+  etcdserverpb::Watch::Stub* const stub_;
+  const std::string endpoints_;
+  const std::string prefix_;
+  const int64_t from_revision_;
+  const bool deletes_only_;
+  grpc::ClientContext context_;
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(
@@ -80,6 +192,16 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(
   }
   grpc::ChannelArguments args;
   args.SetLoadBalancingPolicyName("round_robin");
+  // A call that finds its member gone is tried on another, within its
+  // deadline: one member of three down is not etcd down. (A retried Txn
+  // may have been applied; CreateIfAbsent's callers recognize their own
+  // put.)
+  args.SetServiceConfigJSON(R"json({"methodConfig": [{
+      "name": [{"service": "etcdserverpb.KV"},
+               {"service": "etcdserverpb.Lease"}],
+      "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.05s",
+                      "maxBackoff": "0.5s", "backoffMultiplier": 2,
+                      "retryableStatusCodes": ["UNAVAILABLE"]}}]})json");
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(TargetFor(endpoints), credentials, args);
   return std::unique_ptr<EtcdClient>(
@@ -111,7 +233,8 @@ absl::Status EtcdClient::Error(const grpc::Status& status,
                                    ": ", status.error_message()));
 }
 
-absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
+absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl,
+                                               absl::Duration* granted) {
   etcdserverpb::LeaseGrantRequest request;
   request.set_ttl(std::max<int64_t>(
       1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
@@ -123,6 +246,7 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
     return absl::UnavailableError(absl::StrCat(
         "etcd at ", options_.endpoints, ": LeaseGrant: ", response.error()));
   }
+  if (granted != nullptr) *granted = absl::Seconds(response.ttl());
   return response.id();
 }
 
@@ -177,8 +301,7 @@ absl::StatusOr<CreateResult> EtcdClient::CreateIfAbsent(
       response.responses(0).response_range().kvs_size() == 1) {
     const etcdserverpb::KeyValue& kv =
         response.responses(0).response_range().kvs(0);
-    result.existing = KeyState{kv.value(), kv.create_revision(),
-                               kv.mod_revision(), kv.lease()};
+    result.existing = StateOf(kv);
   }
   return result;
 }
@@ -194,8 +317,7 @@ absl::StatusOr<std::optional<KeyState>> EtcdClient::Get(const std::string& key,
   if (revision != nullptr) *revision = response.header().revision();
   if (response.kvs_size() == 0) return std::optional<KeyState>();
   const etcdserverpb::KeyValue& kv = response.kvs(0);
-  return std::optional<KeyState>(KeyState{kv.value(), kv.create_revision(),
-                                          kv.mod_revision(), kv.lease()});
+  return std::optional<KeyState>(StateOf(kv));
 }
 
 absl::Status EtcdClient::Put(const std::string& key, const std::string& value,
@@ -220,6 +342,46 @@ absl::StatusOr<bool> EtcdClient::Delete(const std::string& key) {
   return response.deleted() > 0;
 }
 
+absl::StatusOr<bool> EtcdClient::DeleteIfCreatedAt(const std::string& key,
+                                                   int64_t create_revision) {
+  etcdserverpb::TxnRequest request;
+  etcdserverpb::Compare* same = request.add_compare();
+  same->set_key(key);
+  same->set_target(etcdserverpb::Compare::CREATE);
+  same->set_result(etcdserverpb::Compare::EQUAL);
+  same->set_create_revision(create_revision);
+  request.add_success()->mutable_request_delete_range()->set_key(key);
+  etcdserverpb::TxnResponse response;
+  grpc::Status status =
+      kv_->Txn(Context(options_.call_timeout).get(), request, &response);
+  if (!status.ok()) return Error(status, "Txn");
+  return response.succeeded();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, KeyState>>> EtcdClient::List(
+    const std::string& prefix) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(prefix);
+  request.set_range_end(PrefixEnd(prefix));
+  etcdserverpb::RangeResponse response;
+  grpc::Status status =
+      kv_->Range(Context(options_.call_timeout).get(), request, &response);
+  if (!status.ok()) return Error(status, "Range");
+  std::vector<std::pair<std::string, KeyState>> keys;
+  keys.reserve(response.kvs_size());
+  for (const etcdserverpb::KeyValue& kv : response.kvs()) {
+    keys.emplace_back(kv.key(), StateOf(kv));
+  }
+  return keys;
+}
+
+std::unique_ptr<PrefixWatch> EtcdClient::WatchPrefix(const std::string& prefix,
+                                                     int64_t from_revision,
+                                                     bool deletes_only) {
+  return std::make_unique<GrpcPrefixWatch>(watch_.get(), options_.endpoints,
+                                           prefix, from_revision, deletes_only);
+}
+
 absl::StatusOr<Change> EtcdClient::WaitForChange(const std::string& key,
                                                  int64_t from_revision,
                                                  absl::Duration wait) {
@@ -239,11 +401,7 @@ absl::StatusOr<Change> EtcdClient::WaitForChange(const std::string& key,
         break;
       }
       if (response.events_size() > 0) {
-        const etcdserverpb::Event& event = response.events(0);
-        change =
-            Change{event.type() == etcdserverpb::Event::DELETE ? Change::kDelete
-                                                               : Change::kPut,
-                   event.kv().value(), event.kv().mod_revision()};
+        change = ChangeOf(response.events(0));
       }
     }
   }

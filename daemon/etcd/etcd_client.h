@@ -27,9 +27,12 @@
 #define NEFFD_DAEMON_ETCD_ETCD_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -68,8 +71,28 @@ struct CreateResult {
 struct Change {
   enum Kind { kPut, kDelete };
   Kind kind = kPut;
+  std::string key;
   std::string value;  // the new value of a put
   int64_t revision = 0;
+};
+
+// One watch stream on every key under a prefix (EtcdClient::WatchPrefix).
+// Run blocks, calling `on_change` for each change in revision order, until
+// Cancel() or the stream ends; Cancel may be called from any thread, before
+// or during Run.
+class PrefixWatch {
+ public:
+  using OnChange = std::function<void(const Change&)>;
+  // `on_ready` runs once etcd has created the watch, with the revision
+  // it watches from (every change after it will be delivered).
+  // Returns why the stream ended: Cancelled after Cancel(), OutOfRange if
+  // etcd compacted past the start (start again from 0), else gRPC's error.
+  // `*next_revision` is where to resume without missing a change.
+  virtual absl::Status Run(const std::function<void(int64_t)>& on_ready,
+                           const OnChange& on_change,
+                           int64_t* next_revision) = 0;
+  virtual void Cancel() = 0;
+  virtual ~PrefixWatch() = default;
 };
 
 class EtcdClient {
@@ -80,8 +103,10 @@ class EtcdClient {
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Connect(
       EtcdOptions options);
 
-  // A lease of `ttl` (etcd rounds it up to its minimum); its id.
-  absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
+  // A lease of `ttl` (etcd rounds it up to its minimum); its id, and in
+  // `*granted` (if given) the TTL etcd granted.
+  absl::StatusOr<int64_t> GrantLease(absl::Duration ttl,
+                                     absl::Duration* granted = nullptr);
   // Renews `lease` once; NotFound if it has expired or was revoked.
   absl::Status KeepAlive(int64_t lease);
   // Ends `lease` now: every key put under it is deleted.
@@ -99,6 +124,14 @@ class EtcdClient {
                    int64_t lease = 0);
   // Deletes `key`; true if it existed.
   absl::StatusOr<bool> Delete(const std::string& key);
+  // Deletes `key` only if it is the incarnation created at
+  // `create_revision` (a holder releasing what it created, never what
+  // another created after it); true if it did.
+  absl::StatusOr<bool> DeleteIfCreatedAt(const std::string& key,
+                                         int64_t create_revision);
+  // Every key under `prefix`, sorted, with its state.
+  absl::StatusOr<std::vector<std::pair<std::string, KeyState>>> List(
+      const std::string& prefix);
 
   // The first change to `key` at or after `from_revision` (a revision a
   // read returned, plus one), waiting at most `wait`: DeadlineExceeded if
@@ -106,6 +139,13 @@ class EtcdClient {
   absl::StatusOr<Change> WaitForChange(const std::string& key,
                                        int64_t from_revision,
                                        absl::Duration wait);
+
+  // A watch on every key under `prefix` from `from_revision` (0: from
+  // now); `deletes_only` drops puts on etcd's side. No deadline: it lives
+  // until cancelled or broken.
+  std::unique_ptr<PrefixWatch> WatchPrefix(const std::string& prefix,
+                                           int64_t from_revision,
+                                           bool deletes_only);
 
   const std::string& endpoints() const { return options_.endpoints; }
 

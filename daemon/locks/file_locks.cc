@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +21,9 @@ namespace {
 // A lease record is one short line; anything larger was not written by a
 // daemon.
 constexpr size_t kMaxLeaseRecordBytes = 4096;
+
+// Marks the lease id of a record written by an etcd holder.
+constexpr char kEtcdMark[] = "etcd:";
 
 class FileLock : public ExternalLock {
  public:
@@ -78,7 +82,8 @@ class FileLocks : public ExternalLocks {
       }
       if (lease.ok()) {
         std::string content =
-            absl::StrCat(options_.host_id, " ", getpid(), " ", lease_id, " ",
+            absl::StrCat(options_.host_id, " ", getpid(), " ",
+                         options_.etcd_fenced ? kEtcdMark : "", lease_id, " ",
                          absl::ToUnixMillis(options_.env->Now()), "\n");
         (void)shared->Write(lease->get(), path, content);
         return std::make_unique<FileLock>(std::move(local), *std::move(lease),
@@ -117,6 +122,13 @@ class FileLocks : public ExternalLocks {
            absl::SimpleAtoi(fields[3], &ms);
   }
 
+  // Written by a holder of the key in etcd (FileLocksOptions::etcd_fenced).
+  static bool IsEtcdRecord(const std::string& content) {
+    std::vector<std::string> fields =
+        absl::StrSplit(content, ' ', absl::SkipWhitespace());
+    return fields.size() == 4 && absl::StartsWith(fields[2], kEtcdMark);
+  }
+
   // A lease file from this host's previous daemon whose process is gone.
   bool FromDeadIncarnation(const std::string& content) {
     std::vector<std::string> fields =
@@ -148,6 +160,8 @@ class FileLocks : public ExternalLocks {
       if (!UnchangedForTooLong(path, judged)) return false;
       planted = absl::StrCat(name, " is not a lease record (a foreign file)");
     } else if (!(content.ok() && FromDeadIncarnation(*content)) &&
+               !(content.ok() && options_.etcd_fenced &&
+                 IsEtcdRecord(*content)) &&
                !UnchangedForTooLong(path, judged)) {
       return false;
     }

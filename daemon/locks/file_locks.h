@@ -61,6 +61,15 @@ struct FileLocksOptions {
   // The lease file's name in that directory. The store-wide gc lease
   // (daemon/cluster/gc_coordinator.h) reuses this protocol under its own name.
   std::string lease_file_name = kLeaseFileName;
+  // For etcd coordination (daemon/etcd/etcd_locks.h), whose holder takes a
+  // key's lease file only while it holds the key in etcd: records are
+  // written with the lease id as "etcd:{lease-id}", and another holder's
+  // such record is broken at once, since this holder's etcd key proves
+  // that holder's etcd hold has ended. A record without the mark (a host
+  // on the filesystem protocol) is judged as always. The file stays the
+  // fence that keeps a host that has fallen back to the filesystem
+  // protocol from taking a key an etcd holder is compiling.
+  bool etcd_fenced = false;
   // The host's filesystem (the lock files) and clock; not owned.
   Env* env = Env::Default();
   // The shared store's filesystem (the lease files); not owned. The daemon

@@ -33,9 +33,16 @@ std::string HolderKey(const HolderInfo& holder) {
 
 LockTable::LockTable(LockTableOptions options)
     : options_(std::move(options)),
-      io_(std::max(1, options_.io_threads), options_.env) {}
+      wake_target_(std::make_shared<WakeTarget>()),
+      io_(std::max(1, options_.io_threads), options_.env) {
+  absl::MutexLock lock(&wake_target_->mu);
+  wake_target_->table = this;
+}
 
-LockTable::~LockTable() = default;
+LockTable::~LockTable() {
+  absl::MutexLock lock(&wake_target_->mu);
+  wake_target_->table = nullptr;
+}
 
 void LockTable::Finish(Outside& out, IoWorkers::Batch* batch) {
   auto run = [batch](std::function<void()> call) {
@@ -57,6 +64,9 @@ void LockTable::Finish(Outside& out, IoWorkers::Batch* batch) {
   }
   for (EntryKey& id : out.takes) {
     run([this, id = std::move(id)] { Take(id); });
+  }
+  for (EntryKey& id : out.probes) {
+    run([this, id = std::move(id)] { Probe(id); });
   }
   out = Outside();
 }
@@ -107,6 +117,7 @@ void LockTable::Settle(Slot& slot, absl::Time now, Outside& out) {
     } else if (slot.handover == nullptr && !slot.waiters.empty() &&
                !slot.probing && slot.next_poll <= now) {
       slot.io_busy = true;
+      slot.woken = false;
       out.takes.push_back(slot.id);
     }
   }
@@ -117,8 +128,14 @@ void LockTable::Take(const EntryKey& id) {
   std::optional<std::string> lease_id = NewLeaseId();
   std::shared_ptr<ExternalLock> external;
   bool taken = lease_id.has_value();
+  bool watching = false;
   if (taken && options_.external_locks != nullptr) {
-    external = options_.external_locks->TryTake(id, *lease_id);
+    std::function<void()> wake = [target = wake_target_, id] {
+      absl::MutexLock lock(&target->mu);
+      if (target->table != nullptr) target->table->Wake(id);
+    };
+    external = options_.external_locks->TryTakeOrWatch(
+        id, *lease_id, std::move(wake), &watching);
     taken = external != nullptr;
   }
   Outside out;
@@ -131,9 +148,20 @@ void LockTable::Take(const EntryKey& id) {
       slot->io_busy = false;
       const absl::Time now = options_.env->Now();
       if (!taken) {
-        // Held elsewhere (or no lease id): looked at again at the next poll;
-        // who asked without waiting hears so now.
-        slot->next_poll = now + options_.poll_interval;
+        // Held elsewhere (or no lease id): looked at again at the next poll,
+        // or when the external locks wake it; who asked without waiting
+        // hears so now.
+        if (!watching) {
+          slot->next_poll = now + options_.poll_interval;
+        } else if (!slot->woken) {
+          slot->next_poll = absl::InfiniteFuture();
+        } else if (options_.probe_entry) {  // woken while taking
+          slot->next_poll = now;
+          slot->probing = true;
+          out.probes.push_back(slot->id);
+        } else {
+          slot->next_poll = now;
+        }
         for (auto w = slot->waiters.begin(); w != slot->waiters.end();) {
           if (!w->trying || w->wait) {
             if (w->trying) ++counts_.waits;
@@ -196,6 +224,28 @@ void LockTable::Probe(const EntryKey& id) {
     Settle(*slot, options_.env->Now(), out);
   }
   Finish(out);
+}
+
+void LockTable::Wake(const EntryKey& id) {
+  Outside out;
+  {
+    absl::MutexLock lock(&mu_);
+    Slot* slot = FindSlot(id);
+    if (slot == nullptr) return;
+    slot->woken = true;
+    slot->next_poll = absl::InfinitePast();
+    if (options_.probe_entry && !slot->lease.has_value() &&
+        !slot->waiters.empty() && !slot->probing && !slot->io_busy &&
+        slot->handover == nullptr) {
+      slot->probing = true;  // the entry first: a publish woke most waits
+      out.probes.push_back(slot->id);
+    } else {
+      Settle(*slot, options_.env->Now(), out);
+    }
+  }
+  // On the workers: the waker (etcd's watch) must not wait for the store.
+  IoWorkers::Batch batch(&io_);
+  Finish(out, &batch);
 }
 
 LockTable::WaiterId LockTable::Acquire(const EntryKey& id,

@@ -79,6 +79,19 @@ class ExternalLocks {
   // has one now. May do I/O.
   virtual std::unique_ptr<ExternalLock> TryTake(
       const EntryKey& id, const std::string& lease_id) = 0;
+  // TryTake for a table that can be told when to look again. When the take
+  // fails and these locks can watch the hold that stopped it (etcd,
+  // daemon/etcd/etcd_locks.h), they set `*watching` and call `wake` once,
+  // from any thread (even before this returns), when that hold may have
+  // ended: the table then does not poll the key. Otherwise `*watching` is
+  // false and the table polls every poll_interval.
+  virtual std::unique_ptr<ExternalLock> TryTakeOrWatch(
+      const EntryKey& id, const std::string& lease_id,
+      std::function<void()> wake, bool* watching) {
+    (void)wake;
+    *watching = false;
+    return TryTake(id, lease_id);
+  }
 };
 
 enum class LockOutcome {
@@ -237,8 +250,12 @@ class LockTable {
     EntryKey id;
     std::optional<Lease> lease;
     std::deque<Waiter> waiters;
-    // While the key is held elsewhere: when to look again.
+    // While the key is held elsewhere: when to look again (never, while
+    // the external locks watch the holder).
     absl::Time next_poll = absl::InfinitePast();
+    // The external locks said the holder may be gone since the last take
+    // began.
+    bool woken = false;
     // An external hold is being taken or released outside the mutex; no
     // other attempt starts until it reports back.
     bool io_busy = false;
@@ -252,6 +269,13 @@ class LockTable {
     std::vector<std::pair<LockCallback, LockEvent>> callbacks;
     std::vector<std::pair<EntryKey, std::shared_ptr<ExternalLock>>> releases;
     std::vector<EntryKey> takes;
+    std::vector<EntryKey> probes;
+  };
+  // What a wake from the external locks reaches: the table until it is
+  // destroyed, then nothing (the locks may outlive it).
+  struct WakeTarget {
+    absl::Mutex mu;
+    LockTable* table ABSL_GUARDED_BY(mu);
   };
 
   // Makes `waiter` the holder with `external` (may be null).
@@ -291,6 +315,9 @@ class LockTable {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Looks for a published entry for `id` and answers its waiters with it.
   void Probe(const EntryKey& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The external locks' word that `id`'s holder elsewhere may be gone:
+  // look for the entry, then take the key, now.
+  void Wake(const EntryKey& id) ABSL_LOCKS_EXCLUDED(mu_);
 
   const LockTableOptions options_;
   mutable absl::Mutex mu_;
@@ -303,6 +330,7 @@ class LockTable {
   absl::flat_hash_map<WaiterId, std::string> waiter_to_slot_
       ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<WakeTarget> wake_target_;
   // Leases out per "host/pid".
   absl::flat_hash_map<std::string, int> leases_by_holder_ ABSL_GUARDED_BY(mu_);
   // Last: destroyed (its threads joined) before what they use.

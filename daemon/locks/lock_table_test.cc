@@ -4,12 +4,14 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/locks/file_locks.h"
 #include "gtest/gtest.h"
 #include "store/testing/manual_clock_env.h"
@@ -277,6 +279,73 @@ TEST_F(LockTableTest, WaitersBeyondTheCapAreRefusedAtOnce) {
   Acquire(4, &w3);
   EXPECT_FALSE(w3.has_value());
   EXPECT_EQ(table_->counts().waiters, 2u);
+}
+
+// External locks that watch the hold elsewhere (as etcd's do): the table's
+// side of TryTakeOrWatch.
+class WatchingLocks : public ExternalLocks {
+ public:
+  std::unique_ptr<ExternalLock> TryTake(const EntryKey&,
+                                        const std::string&) override {
+    return nullptr;
+  }
+  std::unique_ptr<ExternalLock> TryTakeOrWatch(const EntryKey&,
+                                               const std::string&,
+                                               std::function<void()> wake,
+                                               bool* watching) override {
+    absl::MutexLock lock(&mu);
+    ++takes;
+    *watching = true;
+    if (!held_elsewhere) return std::make_unique<ExternalLock>();
+    this->wake = std::move(wake);
+    return nullptr;
+  }
+  absl::Mutex mu;
+  bool held_elsewhere = true;
+  int takes = 0;
+  std::function<void()> wake;
+};
+
+TEST(LockTableWatchTest, AWatchedKeyIsNotPolledAndIsTakenWhenWoken) {
+  ManualClockEnv clock{absl::FromUnixSeconds(1000)};
+  WatchingLocks external;
+  std::atomic<int> probes{0};
+  LockTableOptions options;
+  options.poll_interval = absl::Seconds(1);
+  options.env = &clock;
+  options.external_locks = &external;
+  options.probe_entry = [&](const EntryKey&) -> std::optional<v1::Entry> {
+    ++probes;
+    return std::nullopt;
+  };
+  LockTable table(options);
+  const EntryKey id = *EntryKey::Parse("neff", "2.0", "k1");
+  absl::Notification granted;
+  table.Acquire(id, HolderInfo{"h", 1, 0}, true,
+                clock.Now() + absl::Minutes(10), [&](LockEvent e) {
+                  if (e.outcome == LockOutcome::kGranted) granted.Notify();
+                });
+  for (int i = 0; i < 20; ++i) {  // 20 poll intervals
+    clock.Advance(absl::Milliseconds(500));
+    table.Tick();
+  }
+  EXPECT_EQ(probes.load(), 0);
+  {
+    absl::MutexLock lock(&external.mu);
+    EXPECT_EQ(external.takes, 1);
+    external.held_elsewhere = false;
+  }
+  std::function<void()> wake;
+  {
+    absl::MutexLock lock(&external.mu);
+    wake = external.wake;
+  }
+  ASSERT_TRUE(wake != nullptr);
+  wake();  // the holder elsewhere released: look, then take, now
+  EXPECT_TRUE(granted.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_EQ(probes.load(), 1);
+  absl::MutexLock lock(&external.mu);
+  EXPECT_EQ(external.takes, 2);
 }
 
 }  // namespace

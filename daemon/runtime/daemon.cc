@@ -6,8 +6,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "daemon/cluster/gc_coordinator.h"
+#include "daemon/etcd/etcd_client.h"
+#include "daemon/etcd/etcd_locks.h"
 #include "daemon/index/catalog.h"
 #include "daemon/index/index.h"
 #include "daemon/locks/file_locks.h"
@@ -108,7 +111,9 @@ struct Daemon::Parts {
 
   absl::Status OpenStores();
   absl::Status OpenIndex();
-  void BuildLockTable();
+  absl::Status BuildLockTable();
+  // With --coordinator: the etcd client and locks over the file locks.
+  absl::Status StartCoordinator(const FileLocksOptions& file_options);
   absl::Status OpenTier();
   absl::Status OpenRemoteTier();
   void BuildServices();
@@ -139,6 +144,11 @@ struct Daemon::Parts {
   // counted for the stats.
   std::unique_ptr<CountingEnv> lease_env;
   std::unique_ptr<ExternalLocks> file_locks;
+  // With --coordinator (else null): the etcd holder's lease files, and the
+  // etcd locks the table uses instead of `file_locks`.
+  std::unique_ptr<etcd::EtcdClient> etcd_client;
+  std::unique_ptr<ExternalLocks> fenced_locks;
+  std::unique_ptr<etcd::EtcdLocks> etcd_locks;
   std::unique_ptr<LockTable> locks;
   std::unique_ptr<StagingQuota> staging_quota;
   std::unique_ptr<Publisher> publisher;
@@ -193,7 +203,39 @@ absl::Status Daemon::Parts::OpenIndex() {
   return absl::OkStatus();
 }
 
-void Daemon::Parts::BuildLockTable() {
+absl::Status Daemon::Parts::StartCoordinator(
+    const FileLocksOptions& file_options) {
+  if (options.coordinator.empty()) return absl::OkStatus();
+  etcd::EtcdOptions etcd_options;
+  etcd_options.endpoints =
+      std::string(absl::StripPrefix(options.coordinator, "etcd://"));
+  etcd_options.call_timeout = options.etcd.call_timeout;
+  etcd_options.ca = options.etcd.ca;
+  etcd_options.cert = options.etcd.cert;
+  etcd_options.key = options.etcd.key;
+  absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> client =
+      etcd::EtcdClient::Connect(etcd_options);
+  if (!client.ok()) return client.status();
+  etcd_client = *std::move(client);
+  FileLocksOptions fenced = file_options;
+  fenced.etcd_fenced = true;
+  fenced_locks = NewFileLocks(fenced);
+  etcd::EtcdLocksOptions etcd_locks_options;
+  etcd_locks_options.client = etcd_client.get();
+  etcd_locks_options.host_id = options.host_id;
+  etcd_locks_options.lease_ttl = options.etcd.lease_ttl;
+  etcd_locks_options.retry_interval = options.etcd.call_timeout;
+  etcd_locks_options.fenced = fenced_locks.get();
+  etcd_locks_options.fallback = file_locks.get();
+  etcd_locks_options.env = options.env;
+  absl::StatusOr<std::unique_ptr<etcd::EtcdLocks>> started =
+      etcd::EtcdLocks::Start(etcd_locks_options);
+  if (!started.ok()) return started.status();
+  etcd_locks = *std::move(started);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::Parts::BuildLockTable() {
   liveness = NewProcLiveness(options.host_id);
   FileLocksOptions file_options;
   file_options.locks_dir = local_dir.locks();
@@ -211,6 +253,7 @@ void Daemon::Parts::BuildLockTable() {
   file_options.env = options.env;
   file_options.shared_env = lease_env.get();
   file_locks = NewFileLocks(file_options);
+  if (absl::Status s = StartCoordinator(file_options); !s.ok()) return s;
   LockTableOptions lock_options;
   lock_options.lease_ttl = options.lease_ttl;
   lock_options.poll_interval = options.poll_interval;
@@ -218,7 +261,9 @@ void Daemon::Parts::BuildLockTable() {
   lock_options.liveness = liveness.get();
   lock_options.max_leases_per_holder = options.max_leases_per_pid;
   lock_options.max_waiters = options.max_lock_waiters;
-  lock_options.external_locks = file_locks.get();
+  lock_options.external_locks =
+      etcd_locks != nullptr ? static_cast<ExternalLocks*>(etcd_locks.get())
+                            : file_locks.get();
   lock_options.probe_entry =
       [catalog =
            catalog.get()](const EntryKey& id) -> std::optional<v1::Entry> {
@@ -226,6 +271,7 @@ void Daemon::Parts::BuildLockTable() {
     return found.ok() ? *found : std::nullopt;
   };
   locks = std::make_unique<LockTable>(lock_options);
+  return absl::OkStatus();
 }
 
 absl::Status Daemon::Parts::OpenTier() {
@@ -291,6 +337,23 @@ void Daemon::Parts::BuildServices() {
   service_options.peers = &peers;
   service_options.ranks_group = options.socket_group;
   service_options.remote = remote.get();
+  if (etcd_locks != nullptr) {
+    service_options.coordinator_stats =
+        [etcd = etcd_locks.get()](v1::Stats* stats) {
+          const etcd::CoordinatorState state = etcd->state();
+          stats->set_coordinator("etcd");
+          stats->set_etcd_healthy(state.etcd_healthy);
+          stats->set_etcd_watching(state.watching);
+          stats->set_etcd_fallbacks(state.fallbacks);
+          stats->set_etcd_recoveries(state.recoveries);
+          stats->set_etcd_takes(state.etcd_takes);
+          stats->set_etcd_fallback_takes(state.fallback_takes);
+          stats->set_etcd_watch_wakeups(state.watch_wakeups);
+          stats->set_etcd_lease_losses(state.lease_losses);
+          stats->set_etcd_watch_restarts(state.watch_restarts);
+          stats->set_etcd_last_error(state.last_error);
+        };
+  }
   service_options.shared_ops = [this] {
     return neff_store->metadata_ops() + hlo_store->metadata_ops() +
            lease_env->metadata_ops();
@@ -355,6 +418,24 @@ void Daemon::Parts::BuildServices() {
   admin_options.peers = &peers;
   admin_options.remote = remote.get();
   admin_options.locks_dir = local_dir.locks();
+  if (etcd_locks != nullptr) {
+    admin_options.cluster_holders = [etcd = etcd_locks.get()](
+                                        v1::LocksResponse* response) {
+      absl::StatusOr<std::vector<etcd::EtcdHolder>> holders = etcd->Holders();
+      if (!holders.ok()) {
+        response->set_cluster_holders_error(
+            std::string(holders.status().message()));
+        return;
+      }
+      for (const etcd::EtcdHolder& h : *holders) {
+        v1::ClusterHolderInfo* info = response->add_cluster_holders();
+        info->set_key(h.canonical);
+        info->set_host(h.host);
+        info->set_pid(h.pid);
+        info->set_etcd_lease(h.etcd_lease);
+      }
+    };
+  }
   admin_options.env = options.env;
   admin_options.gc = [gc = gc.get()](Namespace ns,
                                      const v1::GcRequest& request) {
@@ -501,7 +582,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   }
   if (absl::Status s = parts->OpenStores(); !s.ok()) return s;
   if (absl::Status s = parts->OpenIndex(); !s.ok()) return s;
-  parts->BuildLockTable();
+  if (absl::Status s = parts->BuildLockTable(); !s.ok()) return s;
   if (absl::Status s = parts->OpenTier(); !s.ok()) return s;
   if (absl::Status s = parts->OpenRemoteTier(); !s.ok()) return s;
   parts->BuildServices();

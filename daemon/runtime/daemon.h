@@ -65,6 +65,18 @@ struct DaemonOptions {
   // Take cross-host lease files on the shared store (docs/ARCHITECTURE.md,
   // "Cross-host leases").
   bool shared_leases = true;
+  // Cross-host coordination on etcd: "etcd://HOST:PORT[,HOST:PORT...]"
+  // (docs/ARCHITECTURE.md, "Coordination on etcd"); empty: lease files only.
+  std::string coordinator;
+  // Its connection and this daemon's etcd lease (etcd.endpoints is derived
+  // from `coordinator`).
+  struct EtcdSettings {
+    // etcd grants at least its minimum, 1.5 election timeouts rounded up
+    // to seconds (2 s at its defaults, 1 s with --election-timeout=500).
+    absl::Duration lease_ttl = absl::Seconds(1);
+    absl::Duration call_timeout = absl::Seconds(2);
+    std::string ca, cert, key;
+  } etcd;
   // gc never removes an entry served on this host this recently.
   absl::Duration gc_recent = absl::Minutes(1);
   // Serve neff entries from a verified copy in {local_dir}/tier, at most

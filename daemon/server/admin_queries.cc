@@ -234,6 +234,7 @@ grpc::Status CacheAdminService::GetLocks(grpc::ServerContext*,
   response->set_waiters(options_.locks->counts().waiters);
   for (auto& [key, info] : LeasesByKey()) *response->add_leases() = info;
   response->set_draining(options_.locks->draining());
+  if (options_.cluster_holders) options_.cluster_holders(response);
   if (!options_.locks_dir.empty()) {
     // /proc/locks unreadable (an unusual sandbox): the leases still answer.
     absl::StatusOr<std::vector<HeldLockFile>> held =

@@ -53,6 +53,8 @@ struct AdminOptions {
   const PeerRegistry* peers = nullptr;
   // The S3 tier, for Warm (null: off).
   RemoteTier* remote = nullptr;
+  // With --coordinator: adds every host's holds from etcd to GetLocks.
+  std::function<void(v1::LocksResponse*)> cluster_holders;
   // {local_dir}/locks: GetLocks lists the flocks other processes hold there.
   std::string locks_dir;
   // The host's filesystem (the lock directory, /proc/locks); not owned.

@@ -384,6 +384,7 @@ v1::Stats CompileCacheService::CumulativeStats() const {
   stats.set_uptime_ms(
       absl::ToInt64Milliseconds(options_.env->Now() - started_));
   if (options_.remote != nullptr) options_.remote->FillStats(&stats);
+  options_.coordinator_stats(&stats);
   // Kept by the index with each write: GetStats and every metrics textfile
   // write must not walk a million entries.
   for (const Index::VersionTotals& v : catalog_->index().version_totals()) {

@@ -70,6 +70,11 @@ struct ServiceOptions {
   // refused: such bytes would bypass the staging directory's group check.
   const PeerRegistry* peers = nullptr;
   std::string ranks_group;
+  // Adds the cross-host coordinator's state to GetStats (the daemon's
+  // etcd locks; unset: the filesystem protocol alone).
+  std::function<void(v1::Stats*)> coordinator_stats = [](v1::Stats* stats) {
+    stats->set_coordinator("filesystem");
+  };
   // What this host's last gc runs left on the stores, and when (for
   // GetStats; GcCoordinator::Leftovers).
   std::function<v1::Leftovers(absl::Time*)> leftovers = [](absl::Time* when) {

@@ -251,6 +251,29 @@ void RenderRemote(const v1::Stats& s, Exposition& out) {
              "S3 calls the circuit breaker skipped.", s.remote_skipped());
 }
 
+// Cross-host coordination on etcd (with --coordinator only).
+void RenderCoordinator(const v1::Stats& s, Exposition& out) {
+  if (s.coordinator() != "etcd") return;
+  out.Single("neffd_etcd_healthy", "gauge",
+             "1 while new keys go through etcd, 0 while on lease files.",
+             s.etcd_healthy() ? 1 : 0);
+  out.Single("neffd_etcd_watching", "gauge",
+             "1 while the watch that wakes waiters is up.",
+             s.etcd_watching() ? 1 : 0);
+  out.Single("neffd_etcd_fallbacks_total", "counter",
+             "Switches to the filesystem protocol (etcd failing).",
+             s.etcd_fallbacks());
+  out.Single("neffd_etcd_takes_total", "counter", "Keys taken through etcd.",
+             s.etcd_takes());
+  out.Single("neffd_etcd_watch_wakeups_total", "counter",
+             "Waits woken by a watched release.", s.etcd_watch_wakeups());
+  out.Single("neffd_etcd_lease_losses_total", "counter",
+             "Times this daemon's etcd lease expired.", s.etcd_lease_losses());
+  out.Single("neffd_etcd_watch_restarts_total", "counter",
+             "Times the watch stream broke and was reopened.",
+             s.etcd_watch_restarts());
+}
+
 }  // namespace
 
 std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
@@ -375,6 +398,7 @@ std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
                v.bytes());
   }
   RenderRemote(s, out);
+  RenderCoordinator(s, out);
   out.Single("neffd_uptime_seconds", "gauge",
              "Seconds since the daemon started.", s.uptime_ms() / 1000.0);
   return out.Take();

@@ -5,12 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace neffd::test_support {
 
@@ -29,8 +31,19 @@ int UnusedLoopbackPort() {
   return port;
 }
 
+bool EtcdServer::Serving(Process& process) {
+  return absl::StrContains(process.Stderr(), "ready to serve client requests");
+}
+
+void EtcdServer::Launch(Member& member) {
+  member.process = std::make_unique<Process>(member.argv);
+  // A cluster's member serves once a quorum of its peers is up: the
+  // members are launched together and each waited for afterwards.
+}
+
 absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(
-    const std::string& data_dir) {
+    const std::string& data_dir, int members,
+    const std::vector<std::string>& flags) {
   if (access(kEtcdBinary, X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         kEtcdBinary, " is missing: run deploy/install-deps.sh (etcd-server)"));
@@ -40,44 +53,87 @@ absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(
   // directory (the last one remembers its ports).
   std::string failure;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const int client = UnusedLoopbackPort();
-    int peer = UnusedLoopbackPort();
-    while (peer == client) peer = UnusedLoopbackPort();
-    const std::string client_url = absl::StrCat("http://127.0.0.1:", client);
-    const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer);
-    auto process = std::make_unique<Process>(std::vector<std::string>{
-        kEtcdBinary, "--name=neffd-test",
-        absl::StrCat("--data-dir=", data_dir, "/attempt-", attempt),
-        "--listen-client-urls=" + client_url,
-        "--advertise-client-urls=" + client_url,
-        "--listen-peer-urls=" + peer_url,
-        "--initial-advertise-peer-urls=" + peer_url,
-        "--initial-cluster=neffd-test=" + peer_url,
-        "--initial-cluster-state=new"});
-    const bool serving = WaitUntil(
-        [&] {
-          return !process->Running() ||
-                 absl::StrContains(process->Stderr(),
-                                   "ready to serve client requests");
-        },
-        absl::Seconds(60));
-    if (serving && process->Running()) {
-      return std::unique_ptr<EtcdServer>(
-          new EtcdServer(std::move(process), client));
+    std::vector<int> ports;
+    while (ports.size() < static_cast<size_t>(2 * members)) {
+      const int port = UnusedLoopbackPort();
+      if (std::find(ports.begin(), ports.end(), port) == ports.end()) {
+        ports.push_back(port);
+      }
     }
-    failure = absl::StrCat("exit ", process->Wait(), ": ", process->Stderr());
+    std::vector<std::string> peers;
+    for (int i = 0; i < members; ++i) {
+      peers.push_back(
+          absl::StrCat("m", i, "=http://127.0.0.1:", ports[2 * i + 1]));
+    }
+    std::vector<Member> cluster(members);
+    for (int i = 0; i < members; ++i) {
+      const std::string client_url =
+          absl::StrCat("http://127.0.0.1:", ports[2 * i]);
+      const std::string peer_url =
+          absl::StrCat("http://127.0.0.1:", ports[2 * i + 1]);
+      cluster[i].client_port = ports[2 * i];
+      cluster[i].argv = {
+          kEtcdBinary,
+          absl::StrCat("--name=m", i),
+          absl::StrCat("--data-dir=", data_dir, "/attempt-", attempt, "/m", i),
+          "--listen-client-urls=" + client_url,
+          "--advertise-client-urls=" + client_url,
+          "--listen-peer-urls=" + peer_url,
+          "--initial-advertise-peer-urls=" + peer_url,
+          "--initial-cluster=" + absl::StrJoin(peers, ","),
+          "--initial-cluster-state=new"};
+      cluster[i].argv.insert(cluster[i].argv.end(), flags.begin(), flags.end());
+      Launch(cluster[i]);
+    }
+    auto server =
+        std::unique_ptr<EtcdServer>(new EtcdServer(std::move(cluster)));
+    absl::Status up = server->Restart();
+    if (up.ok()) return server;
+    failure = std::string(up.message());
   }
   return absl::InternalError(
       absl::StrCat("etcd did not start (", failure, ")"));
 }
 
+EtcdServer::~EtcdServer() { Kill(); }
+
+absl::Status EtcdServer::Restart() {
+  for (Member& m : members_) {
+    if (m.process == nullptr) Launch(m);
+  }
+  for (Member& m : members_) {
+    Process& p = *m.process;
+    const bool ended = WaitUntil([&] { return !p.Running() || Serving(p); },
+                                 absl::Seconds(60));
+    if (!ended || !p.Running()) {
+      const std::string why = absl::StrCat(
+          m.argv[1], ": ", ended ? absl::StrCat("exit ", p.Wait()) : "no start",
+          ": ", p.Stderr());
+      Kill();
+      return absl::InternalError(why);
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string EtcdServer::endpoint() const {
-  return absl::StrCat("127.0.0.1:", client_port_);
+  std::vector<std::string> endpoints;
+  for (const Member& m : members_) {
+    endpoints.push_back(absl::StrCat("127.0.0.1:", m.client_port));
+  }
+  return absl::StrJoin(endpoints, ",");
+}
+
+void EtcdServer::KillMember(int i) {
+  Member& m = members_[i];
+  if (m.process == nullptr) return;
+  m.process->Signal(SIGKILL);
+  m.process->Wait();
+  m.process = nullptr;
 }
 
 void EtcdServer::Kill() {
-  process_->Signal(SIGKILL);
-  process_->Wait();
+  for (size_t i = 0; i < members_.size(); ++i) KillMember(i);
 }
 
 }  // namespace neffd::test_support

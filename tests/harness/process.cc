@@ -371,6 +371,15 @@ v1::LocksResponse GetLocks(const DaemonProcess& daemon) {
   return locks;
 }
 
+v1::Stats StatsOf(const DaemonProcess& daemon) {
+  v1::Stats stats;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  (void)daemon.NewStub()->GetStats(&context, v1::GetStatsRequest(), &stats);
+  return stats;
+}
+
 uint64_t LockWaiters(const DaemonProcess& daemon) {
   return GetLocks(daemon).waiters();
 }

@@ -99,6 +99,9 @@ CommandResult RunNeffctl(const DaemonProcess& daemon,
 // until the publish is in flight" (a lease with `publishing`).
 v1::LocksResponse GetLocks(const DaemonProcess& daemon);
 
+// The daemon's GetStats now; empty if it does not answer.
+v1::Stats StatsOf(const DaemonProcess& daemon);
+
 // GetLocks(daemon).waiters(): Lock calls parked now, all keys.
 uint64_t LockWaiters(const DaemonProcess& daemon);
 

@@ -49,15 +49,6 @@ std::string ObjectName(const std::string& key, const std::string& file) {
                           : absl::StrCat(RecordsRelDir(key), "/", file));
 }
 
-v1::Stats StatsOf(const DaemonProcess& daemon) {
-  v1::Stats stats;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
-  (void)daemon.NewStub()->GetStats(&context, v1::GetStatsRequest(), &stats);
-  return stats;
-}
-
 std::string NeffBytes(const std::string& key, size_t size) {
   std::string bytes(size, '\0');
   for (size_t i = 0; i < size; ++i) {

@@ -43,8 +43,6 @@ v1::EntryId NeffId(const std::string& key);
 // "PREFIX/{k0k1}/{k2k3}/KEY.neffd/FILE" (model.done, compile_flags.json).
 std::string ObjectName(const std::string& key, const std::string& file);
 
-v1::Stats StatsOf(const DaemonProcess& daemon);
-
 // Bytes that differ per key, of a size that is not a round number.
 std::string NeffBytes(const std::string& key, size_t size = 300 * 1024 + 7);
 
