@@ -160,6 +160,11 @@ WakeFigures WakeUps(Hosts& hosts, const std::string& prefix, int keys) {
           absl::ToDoubleMilliseconds(answered[w] - published));
       // Two StatsOf calls bracket the window; GetStats itself makes none.
       figures.ops_per_second.push_back((after[w] - before[w]) / held_for);
+      if (after[w] != before[w]) {
+        std::fprintf(stderr, "%s: host %d made %llu store ops while waiting\n",
+                     key.c_str(), 1 + w,
+                     static_cast<unsigned long long>(after[w] - before[w]));
+      }
     }
   }
   return figures;
@@ -214,8 +219,8 @@ int Main(int argc, char** argv) {
   const int keys = absl::GetFlag(FLAGS_keys);
   const int rounds = absl::GetFlag(FLAGS_handovers);
   std::string table =
-      absl::StrCat("Machine: ", MachineDescription(), "; ", NowUtc(),
-                   " UTC; load ", LoadAverage(), "\n\n",
+      absl::StrCat("Machine: ", MachineDescription(), "; ", NowUtc(), "; load ",
+                   LoadAverage(), "\n\n",
                    "| figure | samples | median | p90 | max | unit |\n"
                    "|---|---|---|---|---|---|\n");
 

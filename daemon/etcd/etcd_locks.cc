@@ -35,6 +35,21 @@ class EtcdLocks::Impl {
         options_.env->StartThread("neffd-etcd-watch", [this] { WatchLoop(); });
   }
 
+  // Waits (at most retry_interval) for the watch to be up, so the first
+  // waits are watched rather than polled. An etcd that does not answer
+  // yet is not waited for longer: the lease files serve meanwhile.
+  void AwaitWatch() {
+    const absl::Duration until =
+        options_.env->MonotonicNow() + options_.retry_interval;
+    while (options_.env->MonotonicNow() < until) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (watch_ready_) return;
+      }
+      options_.env->SleepFor(absl::Milliseconds(1));
+    }
+  }
+
   void Stop() {
     stop_.Notify();
     {
@@ -466,6 +481,7 @@ absl::StatusOr<std::unique_ptr<EtcdLocks>> EtcdLocks::Start(
   }
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->StartThreads();
+  impl->AwaitWatch();
   return std::unique_ptr<EtcdLocks>(new EtcdLocks(std::move(impl)));
 }
 

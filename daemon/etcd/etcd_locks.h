@@ -26,6 +26,7 @@
 //     not taken through etcd either (its etcd key is dropped again and the
 //     key polled).
 //
+// Start returns once the watch is up (or after `retry_interval`).
 // Thread-safe. The destructor stops the threads and revokes the etcd lease,
 // so this daemon's keys go at once.
 #ifndef NEFFD_DAEMON_ETCD_ETCD_LOCKS_H_
