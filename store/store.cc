@@ -474,6 +474,16 @@ absl::StatusOr<std::string> Store::Quarantine(
       absl::StrCat(target, "/", paths.artifact_name);
   absl::Status moved = env_.Rename(paths.artifact(), moved_artifact);
   if (!moved.ok() && !absl::IsNotFound(moved)) return moved;
+  if (!moved.ok() && judged_inode.has_value()) {
+    // The artifact judged is gone: another host judged the same damage and
+    // moved it first. That host files it, once; this one files nothing.
+    (void)env_.Rmdir(target);
+    return absl::FailedPreconditionError(
+        absl::StrCat(id.Canonical(),
+                     " was moved away since it was judged (by another "
+                     "host's quarantine, or a removal)"));
+  }
+  const bool artifact_moved = moved.ok();
   struct stat st;
   if (moved.ok() && judged_inode.has_value() &&
       env_.Lstat(moved_artifact, &st).ok() && st.st_ino != *judged_inode) {
@@ -488,6 +498,11 @@ absl::StatusOr<std::string> Store::Quarantine(
   }
   moved = env_.Rename(paths.done(), absl::StrCat(target, "/", paths.done_name));
   if (!moved.ok() && !absl::IsNotFound(moved)) return moved;
+  if (!moved.ok() && !artifact_moved) {
+    (void)env_.Rmdir(target);  // nothing left to file: filed elsewhere
+    return absl::FailedPreconditionError(
+        absl::StrCat(id.Canonical(), " has nothing left to quarantine"));
+  }
   (void)WriteFileAtomically(target, "reason", absl::StrCat(reason, "\n"),
                             options_.host_id, /*durable=*/true, &env_);
   ++quarantined_;

@@ -279,8 +279,10 @@ class Store {
   // {root}/quarantine/ with a reason file and returns it. The records
   // directory stays: it may hold another host's lease. With `judged_inode`,
   // only that artifact is moved: one another host has renamed in since (it
-  // quarantined the same damage and republished) is put back and the
-  // answer is FailedPrecondition.
+  // quarantined the same damage and republished) is put back, and an
+  // artifact already gone (another host filed it first) files nothing:
+  // either way the answer is FailedPrecondition, so one damage is filed
+  // once.
   absl::StatusOr<std::string> Quarantine(
       const EntryKey& id, absl::string_view reason,
       std::optional<ino_t> judged_inode = std::nullopt);

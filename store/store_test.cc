@@ -228,6 +228,29 @@ TEST_F(StoreTest, AQuarantineNeverMovesAnEntryRepublishedSinceItWasJudged) {
   EXPECT_EQ(quarantines, 1);
 }
 
+// Two hosts find the same damage at once; hostA files it first: hostB
+// files nothing (one damage, one quarantine).
+TEST_F(StoreTest, TwoHostsJudgingOneDamageFileItOnce) {
+  ASSERT_TRUE(Put(id_, "0123456789").ok());
+  ASSERT_EQ(truncate(store_->ArtifactPath(id_).c_str(), 3), 0);
+  QuarantineRaceEnv race(
+      [&] { EXPECT_TRUE(absl::IsNotFound(store_->Find(id_).status())); });
+  StoreOptions options;
+  options.root = root_;
+  options.host_id = "hostB";
+  options.env = &race;
+  std::unique_ptr<Store> host_b = *Store::Open(options);
+  EXPECT_TRUE(absl::IsNotFound(host_b->Find(id_).status()));
+  EXPECT_EQ(store_->quarantined(), 1u);
+  EXPECT_EQ(host_b->quarantined(), 0u);
+  std::vector<std::string> filed;
+  for (const auto& q : fs::directory_iterator(root_ + "/quarantine")) {
+    filed.push_back(q.path().filename().string());
+  }
+  ASSERT_EQ(filed.size(), 1u);
+  EXPECT_NE(filed[0].find("hostA"), std::string::npos) << filed[0];
+}
+
 TEST_F(StoreTest, FlippedByteIsDetectedBySha256) {
   ASSERT_TRUE(Put(id_, "0123456789").ok());
   std::fstream f(store_->ArtifactPath(id_),
