@@ -48,10 +48,6 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view address,
   }
 }
 
-std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) {
-  return ContextWithTimeout(timeout);
-}
-
 // Staged names: "{key prefix}.{pid}.{n}-{64 random bits}.staged", a valid
 // daemon token that no other user of the shared staging dir can predict
 // (and so squat on, O_EXCL refusing to follow).
@@ -113,7 +109,8 @@ class DaemonBackend::DaemonLease : public Lease {
     request.set_outcome(v1::UnlockRequest::ABANDONED);
     v1::UnlockResponse ignored;
     (void)backend_->stub_->Unlock(
-        Context(backend_->options_.call_timeout).get(), request, &ignored);
+        ContextWithTimeout(backend_->options_.call_timeout).get(), request,
+        &ignored);
   }
 
   absl::StatusOr<v1::Entry> Publish(
@@ -139,7 +136,8 @@ class DaemonBackend::DaemonLease : public Lease {
     }
     v1::PublishResponse response;
     grpc::Status status = backend_->stub_->Publish(
-        Context(backend_->options_.publish_timeout).get(), request, &response);
+        ContextWithTimeout(backend_->options_.publish_timeout).get(), request,
+        &response);
     if (!staged.empty()) unlink(staged.c_str());  // the daemon's, if it ran
     if (!status.ok()) return Error(status, "Publish");
     resolved_ = true;
@@ -159,7 +157,8 @@ class DaemonBackend::DaemonLease : public Lease {
                         : log);
     v1::UnlockResponse ignored;
     grpc::Status status = backend_->stub_->Unlock(
-        Context(backend_->options_.call_timeout).get(), request, &ignored);
+        ContextWithTimeout(backend_->options_.call_timeout).get(), request,
+        &ignored);
     if (!status.ok()) return Error(status, "Unlock");
     resolved_ = true;
     StopHeartbeat();
@@ -219,8 +218,8 @@ class DaemonBackend::DaemonLease : public Lease {
       v1::KeepAliveRequest request;
       request.set_lease_id(lease_.lease_id());
       v1::KeepAliveResponse response;
-      grpc::Status status =
-          backend_->stub_->KeepAlive(Context(every).get(), request, &response);
+      grpc::Status status = backend_->stub_->KeepAlive(
+          ContextWithTimeout(every).get(), request, &response);
       // A revoked lease cannot come back; a daemon that is down may.
       if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
         return;
@@ -276,8 +275,8 @@ absl::StatusOr<v1::LookupResponse> DaemonBackend::Lookup(const EntryKey& id) {
   v1::LookupRequest request;
   *request.mutable_id() = id.ToProto();
   v1::LookupResponse response;
-  grpc::Status status =
-      stub_->Lookup(Context(options_.call_timeout).get(), request, &response);
+  grpc::Status status = stub_->Lookup(
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   if (!status.ok()) return FromGrpc(status, options_.address, "Lookup");
   return response;
 }
@@ -297,10 +296,11 @@ absl::StatusOr<LockAnswer> DaemonBackend::Lock(const EntryKey& id,
   }
   v1::LockResponse response;
   // The daemon bounds the wait; the deadline only guards against a hang.
-  grpc::Status status = stub_->Lock(
-      Context((waits ? wait : absl::ZeroDuration()) + options_.call_timeout)
-          .get(),
-      request, &response);
+  grpc::Status status =
+      stub_->Lock(ContextWithTimeout((waits ? wait : absl::ZeroDuration()) +
+                                     options_.call_timeout)
+                      .get(),
+                  request, &response);
   if (!status.ok()) return FromGrpc(status, options_.address, "Lock");
   LockAnswer answer;
   answer.outcome = response.outcome();

@@ -73,13 +73,4 @@ std::shared_ptr<grpc::Channel> ConnectToDaemon(
   return grpc::CreateCustomChannel(target, credentials, args);
 }
 
-std::unique_ptr<grpc::ClientContext> ContextWithTimeout(
-    absl::Duration timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(gpr_time_add(
-      gpr_now(GPR_CLOCK_MONOTONIC),
-      gpr_time_from_micros(absl::ToInt64Microseconds(timeout), GPR_TIMESPAN)));
-  return context;
-}
-
 }  // namespace neffd

@@ -23,6 +23,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
+#include "proto/call_deadline.h"
 
 namespace neffd {
 
@@ -57,10 +58,6 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(
 std::shared_ptr<grpc::Channel> ConnectToDaemon(
     const std::string& address,
     std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
-
-// A call's context whose deadline is `timeout` from now on gRPC's own
-// monotonic clock: gRPC keeps deadlines on its clock, not an Env's.
-std::unique_ptr<grpc::ClientContext> ContextWithTimeout(absl::Duration timeout);
 
 }  // namespace neffd
 

@@ -10,9 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "grpc/support/time.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "proto/call_deadline.h"
 #include "store/file_util.h"
 
 namespace neffd::etcd {
@@ -216,16 +216,6 @@ EtcdClient::EtcdClient(EtcdOptions options,
       lease_(etcdserverpb::Lease::NewStub(channel_)),
       watch_(etcdserverpb::Watch::NewStub(channel_)) {}
 
-std::unique_ptr<grpc::ClientContext> EtcdClient::Context(
-    absl::Duration timeout) const {
-  // Deadlines are gRPC's, on its own monotonic clock.
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(gpr_time_add(
-      gpr_now(GPR_CLOCK_MONOTONIC),
-      gpr_time_from_micros(absl::ToInt64Microseconds(timeout), GPR_TIMESPAN)));
-  return context;
-}
-
 absl::Status EtcdClient::Error(const grpc::Status& status,
                                const char* call) const {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
@@ -239,8 +229,8 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl,
   request.set_ttl(std::max<int64_t>(
       1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
   etcdserverpb::LeaseGrantResponse response;
-  grpc::Status status = lease_->LeaseGrant(Context(options_.call_timeout).get(),
-                                           request, &response);
+  grpc::Status status = lease_->LeaseGrant(
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   if (!status.ok()) return Error(status, "LeaseGrant");
   if (!response.error().empty()) {
     return absl::UnavailableError(absl::StrCat(
@@ -251,7 +241,7 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl,
 }
 
 absl::Status EtcdClient::KeepAlive(int64_t lease) {
-  auto context = Context(options_.call_timeout);
+  auto context = ContextWithTimeout(options_.call_timeout);
   auto stream = lease_->LeaseKeepAlive(context.get());
   etcdserverpb::LeaseKeepAliveRequest request;
   request.set_id(lease);
@@ -273,7 +263,7 @@ absl::Status EtcdClient::RevokeLease(int64_t lease) {
   request.set_id(lease);
   etcdserverpb::LeaseRevokeResponse response;
   grpc::Status status = lease_->LeaseRevoke(
-      Context(options_.call_timeout).get(), request, &response);
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   return status.ok() ? absl::OkStatus() : Error(status, "LeaseRevoke");
 }
 
@@ -291,8 +281,8 @@ absl::StatusOr<CreateResult> EtcdClient::CreateIfAbsent(
   put->set_lease(lease);
   request.add_failure()->mutable_request_range()->set_key(key);
   etcdserverpb::TxnResponse response;
-  grpc::Status status =
-      kv_->Txn(Context(options_.call_timeout).get(), request, &response);
+  grpc::Status status = kv_->Txn(
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   if (!status.ok()) return Error(status, "Txn");
   CreateResult result;
   result.created = response.succeeded();
@@ -311,8 +301,8 @@ absl::StatusOr<std::optional<KeyState>> EtcdClient::Get(const std::string& key,
   etcdserverpb::RangeRequest request;
   request.set_key(key);
   etcdserverpb::RangeResponse response;
-  grpc::Status status =
-      kv_->Range(Context(options_.call_timeout).get(), request, &response);
+  grpc::Status status = kv_->Range(
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   if (!status.ok()) return Error(status, "Range");
   if (revision != nullptr) *revision = response.header().revision();
   if (response.kvs_size() == 0) return std::optional<KeyState>();
@@ -327,8 +317,8 @@ absl::Status EtcdClient::Put(const std::string& key, const std::string& value,
   request.set_value(value);
   request.set_lease(lease);
   etcdserverpb::PutResponse response;
-  grpc::Status status =
-      kv_->Put(Context(options_.call_timeout).get(), request, &response);
+  grpc::Status status = kv_->Put(
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   return status.ok() ? absl::OkStatus() : Error(status, "Put");
 }
 
@@ -336,8 +326,8 @@ absl::StatusOr<bool> EtcdClient::Delete(const std::string& key) {
   etcdserverpb::DeleteRangeRequest request;
   request.set_key(key);
   etcdserverpb::DeleteRangeResponse response;
-  grpc::Status status = kv_->DeleteRange(Context(options_.call_timeout).get(),
-                                         request, &response);
+  grpc::Status status = kv_->DeleteRange(
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   if (!status.ok()) return Error(status, "DeleteRange");
   return response.deleted() > 0;
 }
@@ -352,8 +342,8 @@ absl::StatusOr<bool> EtcdClient::DeleteIfCreatedAt(const std::string& key,
   same->set_create_revision(create_revision);
   request.add_success()->mutable_request_delete_range()->set_key(key);
   etcdserverpb::TxnResponse response;
-  grpc::Status status =
-      kv_->Txn(Context(options_.call_timeout).get(), request, &response);
+  grpc::Status status = kv_->Txn(
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   if (!status.ok()) return Error(status, "Txn");
   return response.succeeded();
 }
@@ -364,8 +354,8 @@ absl::StatusOr<std::vector<std::pair<std::string, KeyState>>> EtcdClient::List(
   request.set_key(prefix);
   request.set_range_end(PrefixEnd(prefix));
   etcdserverpb::RangeResponse response;
-  grpc::Status status =
-      kv_->Range(Context(options_.call_timeout).get(), request, &response);
+  grpc::Status status = kv_->Range(
+      ContextWithTimeout(options_.call_timeout).get(), request, &response);
   if (!status.ok()) return Error(status, "Range");
   std::vector<std::pair<std::string, KeyState>> keys;
   keys.reserve(response.kvs_size());
@@ -385,7 +375,7 @@ std::unique_ptr<PrefixWatch> EtcdClient::WatchPrefix(const std::string& prefix,
 absl::StatusOr<Change> EtcdClient::WaitForChange(const std::string& key,
                                                  int64_t from_revision,
                                                  absl::Duration wait) {
-  auto context = Context(wait);
+  auto context = ContextWithTimeout(wait);
   auto stream = watch_->Watch(context.get());
   etcdserverpb::WatchRequest request;
   etcdserverpb::WatchCreateRequest* create = request.mutable_create_request();

@@ -151,7 +151,6 @@ class EtcdClient {
 
  private:
   EtcdClient(EtcdOptions options, std::shared_ptr<grpc::Channel> channel);
-  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
   absl::Status Error(const grpc::Status& status, const char* call) const;
 
   const EtcdOptions options_;

@@ -103,6 +103,14 @@ TEST_F(TelemetryTest, PrometheusExpositionHasEachFamilyOnceWithItsSamples) {
   s.set_remote("s3://bucket/prefix");
   EXPECT_TRUE(absl::StrContains(telemetry_.RenderPrometheus(s),
                                 "neffd_remote_uploads_total 0\n"));
+  // The etcd series only with --coordinator=etcd://; 0 while on the files.
+  EXPECT_FALSE(absl::StrContains(text, "neffd_etcd_healthy"));
+  s.set_coordinator("etcd");
+  s.set_etcd_fallbacks(2);
+  const std::string etcd = telemetry_.RenderPrometheus(s);
+  EXPECT_TRUE(absl::StrContains(etcd, "neffd_etcd_healthy 0\n")) << etcd;
+  EXPECT_TRUE(absl::StrContains(etcd, "neffd_etcd_fallbacks_total 2\n"))
+      << etcd;
 }
 
 }  // namespace
