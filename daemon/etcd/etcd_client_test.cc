@@ -7,9 +7,11 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "tests/harness/etcd_server.h"
 #include "tests/harness/temp_dir.h"
+#include "tests/harness/tls.h"
 
 namespace neffd::etcd {
 namespace {
@@ -116,6 +118,80 @@ TEST_F(EtcdClientTest, AnEtcdThatIsGoneIsAnErrorNamingIt) {
       << lease.status();
   EXPECT_TRUE(absl::StrContains(lease.status().message(), server_->endpoint()))
       << lease.status();
+}
+
+TEST_F(EtcdClientTest, APrefixWatchSeesEveryDeleteUnderItInOrder) {
+  ASSERT_TRUE(a_->Put("/neffd/test/p/k1", "v1").ok());
+  ASSERT_TRUE(a_->Put("/neffd/test/p/k2", "v2").ok());
+  ASSERT_TRUE(a_->Put("/neffd/test/q/k3", "v3").ok());
+  absl::StatusOr<std::vector<std::pair<std::string, KeyState>>> listed =
+      a_->List("/neffd/test/p/");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].first, "/neffd/test/p/k1");
+  std::unique_ptr<PrefixWatch> watch =
+      b_->WatchPrefix("/neffd/test/p/", 0, /*deletes_only=*/true);
+  std::vector<Change> seen;
+  absl::Notification ready;
+  absl::Status ended;
+  std::thread watcher([&] {
+    int64_t next = 0;
+    ended = watch->Run([&](int64_t) { ready.Notify(); },
+                       [&](const Change& c) {
+                         seen.push_back(c);
+                         if (seen.size() == 2) watch->Cancel();
+                       },
+                       &next);
+  });
+  ready.WaitForNotification();
+  // Only the incarnation created at its create_revision is deleted.
+  ASSERT_FALSE(*a_->DeleteIfCreatedAt("/neffd/test/p/k1", 1));
+  ASSERT_TRUE(*a_->DeleteIfCreatedAt("/neffd/test/p/k1",
+                                     (*listed)[0].second.create_revision));
+  ASSERT_TRUE(*a_->Delete("/neffd/test/q/k3"));          // not under the prefix
+  ASSERT_TRUE(a_->Put("/neffd/test/p/k2", "v2b").ok());  // a put: filtered
+  ASSERT_TRUE(*a_->Delete("/neffd/test/p/k2"));
+  watcher.join();
+  EXPECT_TRUE(absl::IsCancelled(ended)) << ended;
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].key, "/neffd/test/p/k1");
+  EXPECT_EQ(seen[0].kind, Change::kDelete);
+  EXPECT_EQ(seen[1].key, "/neffd/test/p/k2");
+  EXPECT_LT(seen[0].revision, seen[1].revision);
+}
+
+// etcd serving mutual TLS: the CA's client certificate is let in, a
+// client without one, with a self-signed one, or in plaintext is not.
+TEST(EtcdTlsTest, OnlyAClientWithTheCasCertificateIsServed) {
+  const std::string certs = test_support::TestTempDir("etcd_tls_");
+  test_support::MakeTestCertificates(certs);
+  absl::StatusOr<std::unique_ptr<test_support::EtcdServer>> server =
+      test_support::EtcdServer::Start(certs + "/data", 1, {}, certs);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = [&](const std::string& cert) {
+    EtcdOptions options;
+    options.endpoints = (*server)->endpoint();
+    options.call_timeout = absl::Seconds(3);
+    options.ca = certs + "/ca.pem";
+    if (!cert.empty()) {
+      options.cert = certs + "/" + cert + ".pem";
+      options.key = certs + "/" + cert + ".key";
+    }
+    return *EtcdClient::Connect(options);
+  };
+  absl::Status put = client("client")->Put("/neffd/test/tls", "in");
+  EXPECT_TRUE(put.ok()) << put;
+  EXPECT_FALSE(client("")->Put("/neffd/test/tls", "no cert").ok());
+  EXPECT_FALSE(client("rogue")->Put("/neffd/test/tls", "rogue").ok());
+  EtcdOptions plain;
+  plain.endpoints = (*server)->endpoint();
+  plain.call_timeout = absl::Seconds(3);
+  EXPECT_FALSE((*EtcdClient::Connect(plain))->Put("/neffd/test/tls", "x").ok());
+  absl::StatusOr<std::optional<KeyState>> got =
+      client("client")->Get("/neffd/test/tls");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->value, "in");
 }
 
 TEST(EtcdOptionsTest, BadOptionsAreInvalidArguments) {

@@ -43,7 +43,8 @@ void EtcdServer::Launch(Member& member) {
 
 absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(
     const std::string& data_dir, int members,
-    const std::vector<std::string>& flags) {
+    const std::vector<std::string>& flags, const std::string& tls_dir) {
+  const char* scheme = tls_dir.empty() ? "http" : "https";
   if (access(kEtcdBinary, X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         kEtcdBinary, " is missing: run deploy/install-deps.sh (etcd-server)"));
@@ -68,7 +69,7 @@ absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(
     std::vector<Member> cluster(members);
     for (int i = 0; i < members; ++i) {
       const std::string client_url =
-          absl::StrCat("http://127.0.0.1:", ports[2 * i]);
+          absl::StrCat(scheme, "://127.0.0.1:", ports[2 * i]);
       const std::string peer_url =
           absl::StrCat("http://127.0.0.1:", ports[2 * i + 1]);
       cluster[i].client_port = ports[2 * i];
@@ -83,6 +84,13 @@ absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(
           "--initial-cluster=" + absl::StrJoin(peers, ","),
           "--initial-cluster-state=new"};
       cluster[i].argv.insert(cluster[i].argv.end(), flags.begin(), flags.end());
+      if (!tls_dir.empty()) {
+        cluster[i].argv.insert(
+            cluster[i].argv.end(),
+            {"--cert-file=" + tls_dir + "/server.pem",
+             "--key-file=" + tls_dir + "/server.key",
+             "--trusted-ca-file=" + tls_dir + "/ca.pem", "--client-cert-auth"});
+      }
       Launch(cluster[i]);
     }
     auto server =

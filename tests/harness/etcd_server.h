@@ -27,9 +27,13 @@ class EtcdServer {
  public:
   // `members` etcd processes forming one cluster, each also given `flags`
   // (e.g. a shorter --election-timeout, which lowers etcd's minimum TTL).
+  // With `tls_dir` (tests/harness/tls.h's MakeTestCertificates), clients
+  // must speak mutual TLS: {tls_dir}/server.pem and .key serve, client
+  // certificates are checked against {tls_dir}/ca.pem.
   static absl::StatusOr<std::unique_ptr<EtcdServer>> Start(
       const std::string& data_dir, int members = 1,
-      const std::vector<std::string>& flags = {});
+      const std::vector<std::string>& flags = {},
+      const std::string& tls_dir = "");
   ~EtcdServer();
 
   // "127.0.0.1:PORT[,127.0.0.1:PORT...]", every member's, for
