@@ -18,10 +18,9 @@ namespace {
 constexpr const char* kResultNames[] = {"hit", "miss", "failed"};
 
 // Stats fields that are gauges: never reset, never subtracted.
-bool IsGauge(const std::string& name) {
-  return name == "entries" || name == "bytes" || name == "leases_held" ||
-         name == "waiters" || name == "local_tier_bytes" ||
-         name == "upload_queue";
+// A Stats field's export, as neffd.proto declares it (StatMetric).
+const v1::StatMetric& MetricOf(const google::protobuf::FieldDescriptor* f) {
+  return f->options().GetExtension(v1::metric);
 }
 
 std::string Escape(absl::string_view value) {
@@ -183,7 +182,7 @@ v1::Stats Telemetry::SinceReset(const v1::Stats& cumulative) const {
   for (int i = 0; i < d->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* f = d->field(i);
     if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_UINT64 ||
-        f->is_repeated() || IsGauge(f->name())) {
+        f->is_repeated() || MetricOf(f).gauge()) {
       continue;
     }
     const uint64_t now = r->GetUInt64(out, f);
@@ -207,6 +206,39 @@ void Telemetry::Reset(const v1::Stats& cumulative) {
 
 namespace {
 
+// Every Stats field of `section` that declares a series of its own
+// (StatMetric.name), in declaration order.
+void RenderStatFields(const v1::Stats& s, absl::string_view section,
+                      Exposition& out) {
+  const google::protobuf::Reflection* r = s.GetReflection();
+  const google::protobuf::Descriptor* d = s.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    const v1::StatMetric& metric = MetricOf(f);
+    if (metric.name().empty() || metric.section() != section) continue;
+    double value = 0;
+    switch (f->cpp_type()) {
+      case google::protobuf::FieldDescriptor::CPPTYPE_UINT64:
+        value = static_cast<double>(r->GetUInt64(s, f));
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_INT64:
+        value = static_cast<double>(r->GetInt64(s, f));
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE:
+        value = r->GetDouble(s, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_BOOL:
+        value = r->GetBool(s, f) ? 1 : 0;
+        break;
+      default:
+        continue;  // not a number: neffd.proto declares none such
+    }
+    if (metric.scale() != 0) value *= metric.scale();
+    out.Single(metric.name(), metric.gauge() ? "gauge" : "counter",
+               metric.help().c_str(), value);
+  }
+}
+
 // The hits by tier and the S3 tier's series (docs/REMOTE.md).
 void RenderRemote(const v1::Stats& s, Exposition& out) {
   out.Family("neffd_hits_total", "counter",
@@ -216,12 +248,7 @@ void RenderRemote(const v1::Stats& s, Exposition& out) {
   out.Sample("neffd_hits_total", Label("tier", "shared"), s.hits_shared());
   out.Sample("neffd_hits_total", Label("tier", "remote"), s.hits_remote());
   if (s.remote().empty()) return;
-  out.Single("neffd_remote_misses_total", "counter",
-             "Misses S3 was asked about and had no entry for.",
-             s.remote_misses());
-  out.Single("neffd_remote_corrupt_total", "counter",
-             "S3 objects that failed verification (never served).",
-             s.remote_corrupt());
+  RenderStatFields(s, "remote", out);
   out.Family("neffd_remote_bytes_total", "counter",
              "Bytes moved to and from S3.");
   out.Sample("neffd_remote_bytes_total", Label("direction", "in"),
@@ -234,44 +261,14 @@ void RenderRemote(const v1::Stats& s, Exposition& out) {
     out.Sample("neffd_remote_errors_total", Label("cause", cause.name),
                (s.*cause.get)());
   }
-  out.Single("neffd_remote_uploads_total", "counter", "Entries uploaded to S3.",
-             s.remote_uploads());
-  out.Single("neffd_remote_upload_failures_total", "counter",
-             "Upload attempts that failed and will be retried.",
-             s.remote_upload_failures());
-  out.Single("neffd_remote_upload_queue", "gauge",
-             "Entries waiting in the upload outbox.", s.upload_queue());
-  out.Single("neffd_remote_upload_queue_oldest_seconds", "gauge",
-             "Age of the oldest entry in the upload outbox.",
-             s.upload_queue_oldest_ms() / 1000.0);
   out.Single("neffd_remote_breaker_open", "gauge",
              "1 while the circuit breaker skips S3.",
              s.remote_breaker() == "open" ? 1 : 0);
-  out.Single("neffd_remote_skipped_total", "counter",
-             "S3 calls the circuit breaker skipped.", s.remote_skipped());
 }
 
 // Cross-host coordination on etcd (with --coordinator only).
 void RenderCoordinator(const v1::Stats& s, Exposition& out) {
-  if (s.coordinator() != "etcd") return;
-  out.Single("neffd_etcd_healthy", "gauge",
-             "1 while new keys go through etcd, 0 while on lease files.",
-             s.etcd_healthy() ? 1 : 0);
-  out.Single("neffd_etcd_watching", "gauge",
-             "1 while the watch that wakes waiters is up.",
-             s.etcd_watching() ? 1 : 0);
-  out.Single("neffd_etcd_fallbacks_total", "counter",
-             "Switches to the filesystem protocol (etcd failing).",
-             s.etcd_fallbacks());
-  out.Single("neffd_etcd_takes_total", "counter", "Keys taken through etcd.",
-             s.etcd_takes());
-  out.Single("neffd_etcd_watch_wakeups_total", "counter",
-             "Waits woken by a watched release.", s.etcd_watch_wakeups());
-  out.Single("neffd_etcd_lease_losses_total", "counter",
-             "Times this daemon's etcd lease expired.", s.etcd_lease_losses());
-  out.Single("neffd_etcd_watch_restarts_total", "counter",
-             "Times the watch stream broke and was reopened.",
-             s.etcd_watch_restarts());
+  if (s.coordinator() == "etcd") RenderStatFields(s, "etcd", out);
 }
 
 }  // namespace
@@ -307,12 +304,6 @@ std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
                Label("namespace", NamespaceName(ns)),
                publish_bytes_[static_cast<int>(ns)]);
   }
-  out.Single("neffd_compiles_saved_total", "counter",
-             "Compiles avoided: lookups that hit plus lock calls answered "
-             "READY.",
-             s.compiles_saved());
-  out.Single("neffd_compile_failures_recorded_total", "counter",
-             "Deterministic compile failures recorded.", s.failures_recorded());
   {
     absl::MutexLock lock(&mu_);
     out.Family("neffd_lock_requests_total", "counter",
@@ -334,20 +325,6 @@ std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
              waits.count);
   out.Sample("neffd_lock_wait_seconds_sum", "", waits.sum);
   out.Sample("neffd_lock_wait_seconds_count", "", waits.count);
-  out.Single("neffd_leases_revoked_total", "counter",
-             "Leases revoked (holder died or stopped heartbeating).",
-             s.leases_revoked());
-  out.Single("neffd_lock_timeouts_total", "counter",
-             "Lock waits that timed out.", s.lock_timeouts());
-  out.Single("neffd_quarantined_total", "counter",
-             "Damaged entries moved to quarantine by this daemon.",
-             s.quarantined());
-  out.Single("neffd_store_metadata_ops_total", "counter",
-             "Metadata operations made on the shared store.",
-             s.store_metadata_ops());
-  out.Single("neffd_index_write_failures_total", "counter",
-             "Index writes that failed (served from the store anyway).",
-             s.index_write_failures());
   // What the last gc runs left on the stores (0 until this host swept).
   const v1::Leftovers& left = s.leftovers();
   out.Family("neffd_store_leftovers", "gauge",
@@ -367,18 +344,6 @@ std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
              left.quarantine_bytes());
   out.Sample("neffd_store_leftover_bytes", Label("kind", "trash"),
              left.trash_bytes());
-  out.Single("neffd_local_tier_bytes", "gauge",
-             "Bytes of verified local copies in the node-local read tier.",
-             s.local_tier_bytes());
-  out.Single("neffd_local_tier_filled_bytes_total", "counter",
-             "Bytes read from the shared store to fill the local tier.",
-             s.local_tier_filled_bytes());
-  out.Single("neffd_leases_held", "gauge", "Leases out on this host now.",
-             s.leases_held());
-  out.Single("neffd_lock_waiters", "gauge", "Lock calls parked now.",
-             s.waiters());
-  out.Single("neffd_draining", "gauge",
-             "1 while the daemon grants no new leases.", s.draining() ? 1 : 0);
   out.Family("neffd_store_entries", "gauge",
              "Entries in this host's index by namespace and compiler "
              "version.");
@@ -397,10 +362,9 @@ std::string Telemetry::RenderPrometheus(const v1::Stats& s) const {
                             Label("compiler_version", v.compiler_version())),
                v.bytes());
   }
+  RenderStatFields(s, "", out);
   RenderRemote(s, out);
   RenderCoordinator(s, out);
-  out.Single("neffd_uptime_seconds", "gauge",
-             "Seconds since the daemon started.", s.uptime_ms() / 1000.0);
   return out.Take();
 }
 
