@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "daemon/cluster/gc_coordinator.h"
 #include "daemon/etcd/etcd_client.h"
@@ -20,6 +19,7 @@
 #include "daemon/publish/publisher.h"
 #include "daemon/publish/staging_quota.h"
 #include "daemon/remote_tier/remote_tier.h"
+#include "daemon/runtime/coordinator.h"
 #include "daemon/runtime/local_dir.h"
 #include "daemon/runtime/scheduler.h"
 #include "daemon/runtime/sd_notify.h"
@@ -206,32 +206,12 @@ absl::Status Daemon::Parts::OpenIndex() {
 absl::Status Daemon::Parts::StartCoordinator(
     const FileLocksOptions& file_options) {
   if (options.coordinator.empty()) return absl::OkStatus();
-  etcd::EtcdOptions etcd_options;
-  etcd_options.endpoints =
-      std::string(absl::StripPrefix(options.coordinator, "etcd://"));
-  etcd_options.call_timeout = options.etcd.call_timeout;
-  etcd_options.ca = options.etcd.ca;
-  etcd_options.cert = options.etcd.cert;
-  etcd_options.key = options.etcd.key;
-  absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> client =
-      etcd::EtcdClient::Connect(etcd_options);
-  if (!client.ok()) return client.status();
-  etcd_client = *std::move(client);
-  FileLocksOptions fenced = file_options;
-  fenced.etcd_fenced = true;
-  fenced_locks = NewFileLocks(fenced);
-  etcd::EtcdLocksOptions etcd_locks_options;
-  etcd_locks_options.client = etcd_client.get();
-  etcd_locks_options.host_id = options.host_id;
-  etcd_locks_options.lease_ttl = options.etcd.lease_ttl;
-  etcd_locks_options.retry_interval = options.etcd.call_timeout;
-  etcd_locks_options.fenced = fenced_locks.get();
-  etcd_locks_options.fallback = file_locks.get();
-  etcd_locks_options.env = options.env;
-  absl::StatusOr<std::unique_ptr<etcd::EtcdLocks>> started =
-      etcd::EtcdLocks::Start(etcd_locks_options);
+  absl::StatusOr<EtcdCoordinator> started =
+      StartEtcdCoordinator(options, file_options, file_locks.get());
   if (!started.ok()) return started.status();
-  etcd_locks = *std::move(started);
+  etcd_client = std::move(started->client);
+  fenced_locks = std::move(started->fenced);
+  etcd_locks = std::move(started->locks);
   return absl::OkStatus();
 }
 
@@ -340,18 +320,7 @@ void Daemon::Parts::BuildServices() {
   if (etcd_locks != nullptr) {
     service_options.coordinator_stats =
         [etcd = etcd_locks.get()](v1::Stats* stats) {
-          const etcd::CoordinatorState state = etcd->state();
-          stats->set_coordinator("etcd");
-          stats->set_etcd_healthy(state.etcd_healthy);
-          stats->set_etcd_watching(state.watching);
-          stats->set_etcd_fallbacks(state.fallbacks);
-          stats->set_etcd_recoveries(state.recoveries);
-          stats->set_etcd_takes(state.etcd_takes);
-          stats->set_etcd_fallback_takes(state.fallback_takes);
-          stats->set_etcd_watch_wakeups(state.watch_wakeups);
-          stats->set_etcd_lease_losses(state.lease_losses);
-          stats->set_etcd_watch_restarts(state.watch_restarts);
-          stats->set_etcd_last_error(state.last_error);
+          FillCoordinatorStats(*etcd, stats);
         };
   }
   service_options.shared_ops = [this] {
@@ -419,22 +388,10 @@ void Daemon::Parts::BuildServices() {
   admin_options.remote = remote.get();
   admin_options.locks_dir = local_dir.locks();
   if (etcd_locks != nullptr) {
-    admin_options.cluster_holders = [etcd = etcd_locks.get()](
-                                        v1::LocksResponse* response) {
-      absl::StatusOr<std::vector<etcd::EtcdHolder>> holders = etcd->Holders();
-      if (!holders.ok()) {
-        response->set_cluster_holders_error(
-            std::string(holders.status().message()));
-        return;
-      }
-      for (const etcd::EtcdHolder& h : *holders) {
-        v1::ClusterHolderInfo* info = response->add_cluster_holders();
-        info->set_key(h.canonical);
-        info->set_host(h.host);
-        info->set_pid(h.pid);
-        info->set_etcd_lease(h.etcd_lease);
-      }
-    };
+    admin_options.cluster_holders =
+        [etcd = etcd_locks.get()](v1::LocksResponse* response) {
+          FillClusterHolders(*etcd, response);
+        };
   }
   admin_options.env = options.env;
   admin_options.gc = [gc = gc.get()](Namespace ns,
