@@ -36,14 +36,15 @@
 #                                               race on purpose)
 #   3. tests/fuzz/run_fuzzers.sh               (libFuzzer, each target
 #                                               $NEFFD_FUZZ_SECONDS s, default
-#                                               60, two at a time; one case
-#                                               per target)
+#                                               30 (600 with --long), two at
+#                                               a time; one case per target)
 # There is no separate plain build: on 2 cores it cost 6 minutes of the
 # 30-minute budget and compiles nothing the ASan build does not.
 #
 #   tests/run_all.sh          the CI run
 #   tests/run_all.sh --long   the long variants: fault tests with
-#                             NEFFD_FAULTS_LONG=1 (20 kill iterations)
+#                             NEFFD_FAULTS_LONG=1 (20 kill iterations),
+#                             fuzzers 600 s each
 # NEFFD_ASAN=0 runs stage 1 in the plain build instead (a quicker local run);
 # NEFFD_RELEASE=0, NEFFD_TSAN=0 and NEFFD_FUZZ=0 skip stages R, 2 and 3.
 set -uo pipefail
@@ -51,8 +52,10 @@ cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh || exit 1
 
 LONG=()
+FUZZ_SECONDS=()
 if [ "${1:-}" = "--long" ]; then
   LONG=(--test_env=NEFFD_FAULTS_LONG=1)
+  FUZZ_SECONDS=(600)
 fi
 # The concurrency tests recorded clean under TSan (docs/RELIABILITY.md). The
 # daemons that lock_handoff_test starts inherit
@@ -190,7 +193,7 @@ if [ "${NEFFD_FUZZ:-1}" = 1 ]; then
   # redirected both streams to, the lines written through one offset
   # overwrote those written through the other, the final summary included.
   fuzz_log=$(mktemp)
-  bash tests/fuzz/run_fuzzers.sh | tee "$fuzz_log"
+  bash tests/fuzz/run_fuzzers.sh "${FUZZ_SECONDS[@]}" | tee "$fuzz_log"
   fuzz_line=$(tail -1 "$fuzz_log")
   rm -f "$fuzz_log"
   read -r passed failed < <(echo "$fuzz_line" |

@@ -71,6 +71,11 @@ void PrintCoordinatorStats(const v1::Stats& s) {
            absl::StrCat(s.etcd_fallbacks(), " / ", s.etcd_recoveries()),
            absl::StrCat(s.etcd_lease_losses(), " lease losses, ",
                         s.etcd_watch_restarts(), " watch restarts")},
+          {"  lease TTL",
+           s.etcd_lease_ttl_ms() == 0
+               ? "none yet"
+               : absl::StrCat(s.etcd_lease_ttl_ms() / 1000.0, " s"),
+           "a dead daemon's keys move on after it"},
           {"  last error", s.etcd_last_error().empty() ? "none" : "",
            s.etcd_last_error()},
       },

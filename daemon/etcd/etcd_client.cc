@@ -68,6 +68,17 @@ KeyState StateOf(const etcdserverpb::KeyValue& kv) {
                   kv.lease()};
 }
 
+// Makes `txn` apply only while `key`'s current incarnation was created at
+// `revision` (0: the key does not exist).
+void RequireCreateRevision(etcdserverpb::TxnRequest& txn,
+                           const std::string& key, int64_t revision) {
+  etcdserverpb::Compare* compare = txn.add_compare();
+  compare->set_key(key);
+  compare->set_target(etcdserverpb::Compare::CREATE);
+  compare->set_result(etcdserverpb::Compare::EQUAL);
+  compare->set_create_revision(revision);
+}
+
 Change ChangeOf(const etcdserverpb::Event& event) {
   return Change{event.type() == etcdserverpb::Event::DELETE ? Change::kDelete
                                                             : Change::kPut,
@@ -270,11 +281,7 @@ absl::Status EtcdClient::RevokeLease(int64_t lease) {
 absl::StatusOr<CreateResult> EtcdClient::CreateIfAbsent(
     const std::string& key, const std::string& value, int64_t lease) {
   etcdserverpb::TxnRequest request;
-  etcdserverpb::Compare* never_created = request.add_compare();
-  never_created->set_key(key);
-  never_created->set_target(etcdserverpb::Compare::CREATE);
-  never_created->set_result(etcdserverpb::Compare::EQUAL);
-  never_created->set_create_revision(0);
+  RequireCreateRevision(request, key, 0);  // never created, or deleted since
   etcdserverpb::PutRequest* put = request.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(value);
@@ -335,11 +342,7 @@ absl::StatusOr<bool> EtcdClient::Delete(const std::string& key) {
 absl::StatusOr<bool> EtcdClient::DeleteIfCreatedAt(const std::string& key,
                                                    int64_t create_revision) {
   etcdserverpb::TxnRequest request;
-  etcdserverpb::Compare* same = request.add_compare();
-  same->set_key(key);
-  same->set_target(etcdserverpb::Compare::CREATE);
-  same->set_result(etcdserverpb::Compare::EQUAL);
-  same->set_create_revision(create_revision);
+  RequireCreateRevision(request, key, create_revision);
   request.add_success()->mutable_request_delete_range()->set_key(key);
   etcdserverpb::TxnResponse response;
   grpc::Status status = kv_->Txn(

@@ -77,6 +77,7 @@ class EtcdLocks::Impl {
     absl::MutexLock lock(&mu_);
     CoordinatorState state = state_;
     state.lease_id = lease_id_;
+    if (lease_id_ != 0) state.granted_ttl = granted_ttl_;
     state.watching = watch_ready_;
     return state;
   }
@@ -165,6 +166,16 @@ class EtcdLocks::Impl {
     // etcd grants at least its minimum: kept alive every third of what it
     // granted.
     granted_ttl_ = std::max(ttl, options_.lease_ttl);
+    if (ttl > options_.lease_ttl && !warned_ttl_) {
+      // Once: the hand-over after a crash is this long, not what was asked.
+      warned_ttl_ = true;
+      log::Warning("etcd_lease_ttl_raised",
+                   {{"asked", absl::FormatDuration(options_.lease_ttl)},
+                    {"granted", absl::FormatDuration(ttl)},
+                    {"why",
+                     "the minimum TTL of etcd (1.5 election timeouts); "
+                     "docs/OPERATIONS.md says how to lower it"}});
+    }
     return lease_id_;
   }
 
@@ -215,6 +226,7 @@ class EtcdLocks::Impl {
   CoordinatorState state_ ABSL_GUARDED_BY(mu_);
   int64_t lease_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration granted_ttl_ ABSL_GUARDED_BY(mu_);
+  bool warned_ttl_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration next_retry_ ABSL_GUARDED_BY(mu_);
   bool watch_ready_ ABSL_GUARDED_BY(mu_) = false;
   PrefixWatch* watch_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -355,6 +367,13 @@ void EtcdLocks::Impl::Released(const std::string& key,
       // Put back under a new lease since (Regrant): that incarnation goes.
       create_revision = it->second.create_revision;
       held_.erase(it);
+    }
+    // etcd is failing: the lease thread deletes the key once etcd answers
+    // again (or its lease expires, or Stop revokes it), so a release, and a
+    // shutdown with many keys held, waits for no call timeout.
+    if (!state_.etcd_healthy) {
+      unreleased_.emplace_back(key, create_revision);
+      return;
     }
   }
   absl::StatusOr<bool> deleted =

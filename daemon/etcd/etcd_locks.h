@@ -70,6 +70,7 @@ struct CoordinatorState {
   bool etcd_healthy = true;     // new keys go through etcd
   bool watching = false;        // the watch stream is up
   int64_t lease_id = 0;         // this daemon's etcd lease (0: none yet)
+  absl::Duration granted_ttl;   // its TTL as etcd granted it
   uint64_t fallbacks = 0;       // switches to the filesystem protocol
   uint64_t recoveries = 0;      // switches back to etcd
   uint64_t etcd_takes = 0;      // keys taken through etcd

@@ -186,6 +186,28 @@ TEST_F(EtcdLocksTest,
   EXPECT_EQ(b_.locks->state().recoveries, 1u);
 }
 
+TEST_F(EtcdLocksTest, AReleaseWhileEtcdIsDownReachesItWhenItIsBack) {
+  std::unique_ptr<ExternalLock> held = a_.locks->TryTake(id_, "lease-a");
+  ASSERT_NE(held, nullptr);
+  etcd_->Kill();
+  ASSERT_TRUE(test_support::WaitUntil(
+      [&] { return !a_.locks->state().etcd_healthy; }, absl::Seconds(30)));
+  // Released while etcd cannot hear it: the lease file goes now, the etcd
+  // key is kept for the lease thread. etcd keeps hostA's lease across its
+  // restart and hostA keeps it alive, so only that delivered release can
+  // remove the key.
+  held.reset();
+  EXPECT_FALSE(fs::exists(LeasePath()));
+  ASSERT_TRUE(etcd_->Restart().ok());
+  EXPECT_TRUE(test_support::WaitUntil(
+      [&] {
+        absl::StatusOr<std::vector<EtcdHolder>> holders = b_.locks->Holders();
+        return holders.ok() && holders->empty();
+      },
+      absl::Seconds(30)));
+  EXPECT_TRUE(a_.locks->state().etcd_healthy);
+}
+
 TEST_F(EtcdLocksTest, BadOptionsAreRefused) {
   EtcdLocksOptions o;
   EXPECT_TRUE(absl::IsInvalidArgument(EtcdLocks::Start(o).status()));

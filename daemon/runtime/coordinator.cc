@@ -54,6 +54,7 @@ void FillCoordinatorStats(const etcd::EtcdLocks& locks, v1::Stats* stats) {
   stats->set_etcd_lease_losses(state.lease_losses);
   stats->set_etcd_watch_restarts(state.watch_restarts);
   stats->set_etcd_last_error(state.last_error);
+  stats->set_etcd_lease_ttl_ms(absl::ToInt64Milliseconds(state.granted_ttl));
 }
 
 void FillClusterHolders(etcd::EtcdLocks& locks, v1::LocksResponse* response) {

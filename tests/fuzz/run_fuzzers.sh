@@ -6,7 +6,10 @@
 # CI machine). Prints one line per target and, last,
 # "fuzz: N passed, N failed".
 #
-#   tests/fuzz/run_fuzzers.sh [SECONDS]     default: $NEFFD_FUZZ_SECONDS or 60
+#   tests/fuzz/run_fuzzers.sh [SECONDS]     default: $NEFFD_FUZZ_SECONDS or 30
+#
+# 30 s per target keeps the CI run short (the seeds are replayed by every
+# build anyway); `tests/run_all.sh --long` fuzzes 600 s per target.
 #
 # A crash leaves its input in $NEFFD_FUZZ_OUT (default
 # /tmp/neffd-fuzz/out-<hash of the checkout's path>);
@@ -16,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 TARGETS=(entry_key done_record allocator_config trace env_parse request)
-seconds=${1:-${NEFFD_FUZZ_SECONDS:-60}}
+seconds=${1:-${NEFFD_FUZZ_SECONDS:-30}}
 jobs=${NEFFD_FUZZ_JOBS:-2}
 tree=$(pwd | md5sum | cut -c1-8)  # one checkout's runs never meet another's
 out=${NEFFD_FUZZ_OUT:-/tmp/neffd-fuzz/out-$tree}
