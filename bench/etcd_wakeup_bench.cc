@@ -28,7 +28,6 @@
 #include "bench/bench_util.h"
 #include "grpcpp/client_context.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
-#include "store/digest.h"
 #include "tests/harness/etcd_server.h"
 #include "tests/harness/process.h"
 
@@ -95,16 +94,9 @@ v1::LockResponse Lock(const DaemonProcess& daemon, const std::string& key,
 
 bool Publish(const DaemonProcess& daemon, const std::string& key,
              const std::string& lease_id) {
-  v1::PublishRequest publish;
-  publish.set_lease_id(lease_id);
-  *publish.mutable_id() = Id(key);
-  const std::string bytes = std::string(128 << 10, 'n') + key;
-  publish.set_inline_bytes(bytes);
-  publish.set_size(bytes.size());
-  publish.set_sha256(Sha256Hex(bytes));
-  v1::PublishResponse published;
-  grpc::ClientContext context;
-  return daemon.NewStub()->Publish(&context, publish, &published).ok();
+  return test_support::PublishHeld(*daemon.NewStub(), lease_id, Id(key),
+                                   std::string(128 << 10, 'n') + key)
+      .ok();
 }
 
 struct WakeFigures {

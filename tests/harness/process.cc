@@ -332,16 +332,23 @@ absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,
     return absl::AlreadyExistsError(
         v1::LockResponse::Outcome_Name(granted.outcome()));
   }
+  return PublishHeld(stub, granted.lease().lease_id(), id, bytes, metadata);
+}
+
+absl::Status PublishHeld(v1::CompileCache::Stub& stub,
+                         const std::string& lease_id, const v1::EntryId& id,
+                         const std::string& bytes,
+                         const std::map<std::string, std::string>& metadata) {
   v1::PublishRequest publish;
-  publish.set_lease_id(granted.lease().lease_id());
+  publish.set_lease_id(lease_id);
   *publish.mutable_id() = id;
   publish.set_inline_bytes(bytes);
   publish.set_size(bytes.size());
   publish.set_sha256(Sha256Hex(bytes));
   publish.mutable_metadata()->insert(metadata.begin(), metadata.end());
   v1::PublishResponse published;
-  grpc::ClientContext c2;
-  grpc::Status status = stub.Publish(&c2, publish, &published);
+  grpc::ClientContext context;
+  grpc::Status status = stub.Publish(&context, publish, &published);
   if (!status.ok()) return absl::InternalError(status.error_message());
   return absl::OkStatus();
 }

@@ -116,6 +116,12 @@ absl::Status PublishInline(
     v1::CompileCache::Stub& stub, const v1::EntryId& id,
     const std::string& bytes,
     const std::map<std::string, std::string>& metadata = {});
+// The second half of PublishInline: publishes `bytes` inline under the lease
+// `lease_id` already granted on `id`.
+absl::Status PublishHeld(
+    v1::CompileCache::Stub& stub, const std::string& lease_id,
+    const v1::EntryId& id, const std::string& bytes,
+    const std::map<std::string, std::string>& metadata = {});
 
 class DaemonProcess {
  public:
