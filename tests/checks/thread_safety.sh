@@ -36,14 +36,45 @@ fi
 # our own code's diagnostics count. An explicit -isystem /usr/include would
 # reorder it before libstdc++'s wrappers and break their #include_next.
 flags=(
-  -std=c++17 -fsyntax-only -Wthread-safety -Werror
+  -std=c++17 -Wthread-safety -Werror
   -I. -I"$bin" -I"$bin/proto"
 )
 # Two at a time (the CI machine has two cores); each failing file's name
 # goes to a list that is reported at the end.
 export FAILURES
 FAILURES=$(mktemp)
-trap 'rm -f "$FAILURES"' EXIT
+pch_dir=$(mktemp -d)
+trap 'rm -rf "$FAILURES" "$pch_dir"' EXIT
+# The headers most files include (gRPC, protobuf, our protos, gtest, absl),
+# parsed once into a precompiled header instead of once per file: about a
+# third of the check's time. A missing #include it would hide is still an
+# error in the gcc build.
+cat >"$pch_dir/common.h" <<'HEADERS'
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+#include <grpcpp/grpcpp.h>
+#include <google/protobuf/message.h>
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "proto/neffd/v1/neffd.grpc.pb.h"
+#include "proto/neffd/v1/neffd.pb.h"
+HEADERS
+if ! clang++-14 "${flags[@]}" -x c++-header \
+    "$pch_dir/common.h" -o "$pch_dir/common.h.pch"; then
+  echo "thread_safety: the precompiled header did not build" >&2
+  exit 1
+fi
+flags+=(-fsyntax-only -include-pch "$pch_dir/common.h.pch")
 printf '%s\0' "${sources[@]}" |
   xargs -0 -P 2 -I{} bash -c \
     'clang++-14 "${@:2}" "$1" || echo "$1" >>"$FAILURES"' _ {} "${flags[@]}"
