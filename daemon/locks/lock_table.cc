@@ -169,11 +169,7 @@ void LockTable::Take(const EntryKey& id) {
             ++w;
             continue;
           }
-          LockEvent busy;
-          busy.outcome = LockOutcome::kBusy;
-          waiter_to_slot_.erase(w->id);
-          out.callbacks.emplace_back(std::move(w->done), std::move(busy));
-          w = slot->waiters.erase(w);
+          w = AnswerAndDrop(*slot, w, LockOutcome::kBusy, out);
         }
       } else if (slot->lease.has_value() || slot->waiters.empty()) {
         slot->handover = std::move(external);  // released by Settle
@@ -297,6 +293,16 @@ LockTable::WaiterId LockTable::Acquire(const EntryKey& id,
     if (!waiter_to_slot_.contains(waiter_id)) return 0;
   }
   return waiter_id;
+}
+
+std::deque<LockTable::Waiter>::iterator LockTable::AnswerAndDrop(
+    Slot& slot, std::deque<Waiter>::iterator w, LockOutcome outcome,
+    Outside& out) {
+  LockEvent event;
+  event.outcome = outcome;
+  waiter_to_slot_.erase(w->id);
+  out.callbacks.emplace_back(std::move(w->done), std::move(event));
+  return slot.waiters.erase(w);
 }
 
 bool LockTable::Cancel(WaiterId waiter) {

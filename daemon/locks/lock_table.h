@@ -294,6 +294,12 @@ class LockTable {
   // Ends the slot's lease and answers all its waiters with `event`.
   void ResolveAll(Slot& slot, const LockEvent& event, Outside& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers waiter `w` of `slot` with `outcome` and removes it; the next
+  // waiter.
+  std::deque<Waiter>::iterator AnswerAndDrop(Slot& slot,
+                                             std::deque<Waiter>::iterator w,
+                                             LockOutcome outcome, Outside& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leases out to `holder` (host, pid).
   int HeldBy(const HolderInfo& holder) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Idle(const Slot& slot) const;

@@ -68,11 +68,7 @@ void LockTable::Tick() {
           ++w;
           continue;
         }
-        LockEvent timed_out;
-        timed_out.outcome = LockOutcome::kTimedOut;
-        waiter_to_slot_.erase(w->id);
-        out.callbacks.emplace_back(std::move(w->done), std::move(timed_out));
-        w = slot.waiters.erase(w);
+        w = AnswerAndDrop(slot, w, LockOutcome::kTimedOut, out);
         ++counts_.timeouts;
       }
       keys.push_back(slot.id);
