@@ -74,7 +74,7 @@ void PrintCoordinatorStats(const v1::Stats& s) {
           {"  lease TTL",
            s.etcd_lease_ttl_ms() == 0
                ? "none yet"
-               : absl::StrCat(s.etcd_lease_ttl_ms() / 1000.0, " s"),
+               : HumanDuration(absl::Milliseconds(s.etcd_lease_ttl_ms())),
            "a dead daemon's keys move on after it"},
           {"  last error", s.etcd_last_error().empty() ? "none" : "",
            s.etcd_last_error()},
