@@ -3,14 +3,15 @@
 // The one list of the causes neffd.v1.Stats counts failed S3 calls by
 // (docs/REMOTE.md): each cause's name and its `remote_errors_{name}` field.
 // The daemon fills the fields by these names, the same names its log and
-// S3 client use (daemon/s3/remote_error.h); `neffctl stats` prints
-// "name=count" for each cause that has failed, and the Prometheus exposition
-// has one `neffd_remote_errors_total{cause="name"}` series per cause. A cause
-// is added here and as a field of Stats in neffd.proto, and every view shows
-// it; its name is spelt only here.
+// S3 client use (daemon/s3/remote_error.h), and the Prometheus exposition
+// has one `neffd_remote_errors_total{cause="name"}` series per cause
+// (`neffctl stats` shows the fields as their StatMetric rows declare: each
+// cause that failed as "name=count"). A cause is added here and as a field
+// of Stats in neffd.proto, whose row is the name
+// (remote_error_causes_test checks that they agree).
 //
-// Both the client (neffctl) and the daemon depend on this library, so it
-// depends on the wire messages only. The order is the display order; names
+// The daemon's S3 client and its metrics depend on this library, so it
+// depends on the wire messages only. The order is the exposition's; names
 // never change, dashboards and alerts use them.
 //
 // Thread-safe (constant data, pure functions).

@@ -21,6 +21,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "proto/stat_fields.h"
 #include "store/digest.h"
 #include "tests/harness/process.h"
 
@@ -125,6 +126,22 @@ TEST_F(OpsTest, EveryCommandAnswersInTextAndJson) {
     EXPECT_TRUE(absl::StrContains(stats.out, line)) << line << "\n"
                                                     << stats.out;
   }
+  // The table is what neffd.proto declares: every row of a part this daemon
+  // has (no S3 tier, no etcd) is a line, and no row of the others is.
+  for (const google::protobuf::Descriptor* d :
+       {v1::Stats::descriptor(), v1::Leftovers::descriptor()}) {
+    for (int i = 0; i < d->field_count(); ++i) {
+      const v1::StatMetric& metric = StatMetricOf(d->field(i));
+      if (metric.place() != v1::StatMetric::ROW || metric.row().empty()) {
+        continue;
+      }
+      EXPECT_EQ(absl::StrContains(stats.out, "\n" + metric.row() + "  "),
+                metric.section().empty())
+          << metric.row() << "\n"
+          << stats.out;
+    }
+  }
+  EXPECT_TRUE(absl::StrContains(stats.out, " filesystem\n")) << stats.out;
   CommandResult json = Ctl({"--json", "stats"});
   EXPECT_TRUE(absl::StrContains(json.out, "\"compiles_saved\":\"1\""))
       << json.out;

@@ -4,8 +4,12 @@
 // `neffctl stats` or the metrics.
 #include "proto/remote_error_causes.h"
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "daemon/s3/remote_error.h"
 #include "gtest/gtest.h"
+#include "proto/stat_fields.h"
 
 namespace neffd {
 namespace {
@@ -42,6 +46,18 @@ TEST(RemoteErrorCausesTest, EachFieldIsItsOwnAndTheTotalAddsThemUp) {
   EXPECT_EQ(stats.remote_errors_server_error(), 10000u);
   EXPECT_EQ(stats.remote_errors_other(), 100000u);
   EXPECT_EQ(RemoteErrorsTotal(stats), 111111u);
+}
+
+// `neffctl stats` names a cause by its field's row (neffd.proto).
+TEST(RemoteErrorCausesTest, EachFieldsRowInNeffctlStatsIsTheCausesName) {
+  for (const RemoteErrorCauseField& cause : kRemoteErrorCauses) {
+    const std::string field_name = absl::StrCat("remote_errors_", cause.name);
+    const google::protobuf::FieldDescriptor* field =
+        v1::Stats::descriptor()->FindFieldByName(field_name);
+    ASSERT_NE(field, nullptr) << field_name;
+    EXPECT_EQ(StatMetricOf(field).row(), cause.name);
+    EXPECT_EQ(StatMetricOf(field).place(), v1::StatMetric::NAMED_NOTE);
+  }
 }
 
 }  // namespace

@@ -237,6 +237,7 @@ void RemoteTier::FillStats(v1::Stats* stats) const {
         remote::RemoteErrorCauseName(static_cast<remote::RemoteErrorCause>(i)));
     if (field != nullptr) (stats->*field->set)(errors[i]);
   }
+  stats->set_remote_errors(RemoteErrorsTotal(*stats));
   if (outbox_ != nullptr) {
     stats->set_upload_queue(outbox_->size());
     stats->set_upload_queue_oldest_ms(

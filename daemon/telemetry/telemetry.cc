@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,18 +11,13 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
 #include "proto/remote_error_causes.h"
+#include "proto/stat_fields.h"
 #include "store/file_util.h"
 
 namespace neffd {
 namespace {
 
 constexpr const char* kResultNames[] = {"hit", "miss", "failed"};
-
-// Stats fields that are gauges: never reset, never subtracted.
-// A Stats field's export, as neffd.proto declares it (StatMetric).
-const v1::StatMetric& MetricOf(const google::protobuf::FieldDescriptor* f) {
-  return f->options().GetExtension(v1::metric);
-}
 
 std::string Escape(absl::string_view value) {
   std::string out;
@@ -182,7 +178,7 @@ v1::Stats Telemetry::SinceReset(const v1::Stats& cumulative) const {
   for (int i = 0; i < d->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* f = d->field(i);
     if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_UINT64 ||
-        f->is_repeated() || MetricOf(f).gauge()) {
+        f->is_repeated() || StatMetricOf(f).gauge()) {
       continue;
     }
     const uint64_t now = r->GetUInt64(out, f);
@@ -210,32 +206,15 @@ namespace {
 // (StatMetric.name), in declaration order.
 void RenderStatFields(const v1::Stats& s, absl::string_view section,
                       Exposition& out) {
-  const google::protobuf::Reflection* r = s.GetReflection();
   const google::protobuf::Descriptor* d = s.GetDescriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* f = d->field(i);
-    const v1::StatMetric& metric = MetricOf(f);
+    const v1::StatMetric& metric = StatMetricOf(f);
     if (metric.name().empty() || metric.section() != section) continue;
-    double value = 0;
-    switch (f->cpp_type()) {
-      case google::protobuf::FieldDescriptor::CPPTYPE_UINT64:
-        value = static_cast<double>(r->GetUInt64(s, f));
-        break;
-      case google::protobuf::FieldDescriptor::CPPTYPE_INT64:
-        value = static_cast<double>(r->GetInt64(s, f));
-        break;
-      case google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE:
-        value = r->GetDouble(s, f);
-        break;
-      case google::protobuf::FieldDescriptor::CPPTYPE_BOOL:
-        value = r->GetBool(s, f) ? 1 : 0;
-        break;
-      default:
-        continue;  // not a number: neffd.proto declares none such
-    }
-    if (metric.scale() != 0) value *= metric.scale();
+    const std::optional<double> value = ScaledStat(s, f);
+    if (!value) continue;  // not a number: neffd.proto declares none such
     out.Single(metric.name(), metric.gauge() ? "gauge" : "counter",
-               metric.help().c_str(), value);
+               metric.help().c_str(), *value);
   }
 }
 
@@ -247,7 +226,7 @@ void RenderRemote(const v1::Stats& s, Exposition& out) {
   out.Sample("neffd_hits_total", Label("tier", "local"), s.hits_local());
   out.Sample("neffd_hits_total", Label("tier", "shared"), s.hits_shared());
   out.Sample("neffd_hits_total", Label("tier", "remote"), s.hits_remote());
-  if (s.remote().empty()) return;
+  if (!StatSectionShown(s, "remote")) return;
   RenderStatFields(s, "remote", out);
   out.Family("neffd_remote_bytes_total", "counter",
              "Bytes moved to and from S3.");
@@ -268,7 +247,7 @@ void RenderRemote(const v1::Stats& s, Exposition& out) {
 
 // Cross-host coordination on etcd (with --coordinator only).
 void RenderCoordinator(const v1::Stats& s, Exposition& out) {
-  if (s.coordinator() == "etcd") RenderStatFields(s, "etcd", out);
+  if (StatSectionShown(s, "etcd")) RenderStatFields(s, "etcd", out);
 }
 
 }  // namespace
