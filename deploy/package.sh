@@ -12,15 +12,14 @@
 # ($NEFFD_RELEASE_OUTPUT_BASE, default /tmp/neffd-release/base-CHECKOUT),
 # since its toolchain differs from the developer build's; the developer's
 # bazel-* links and cache stay as they were.
-#   deploy/package.sh [--no-build | --build-only] [--out DIR (default dist)]
+#   deploy/package.sh [--no-build] [--out DIR (default dist)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 package=1 out=dist
+build=1 out=dist
 while (($#)); do
   case "$1" in
     --no-build) build=0 ;;
-    --build-only) package=0 ;;
     --out)
       (($# >= 2)) || { echo "package.sh: --out needs a directory" >&2; exit 2; }
       out=$2
@@ -44,10 +43,6 @@ if ((build)); then
   release_bazel build release_client --symlink_prefix=/ \
     //client/shared:libneffclient.so
   echo "package.sh: release build took $((SECONDS - since)) s"
-fi
-if ((!package)); then
-  bazel --output_base="$base" shutdown
-  exit 0
 fi
 bin=$(release_bazel info release bazel-bin 2>/dev/null)
 # Its server's memory is the test stages'; the next run restarts it.

@@ -39,9 +39,7 @@
 #                                               30 (600 with --long), two at
 #                                               a time; one case per target)
 # There is no separate plain build: on 2 cores it cost 6 minutes of the
-# 30-minute budget and compiles nothing the ASan build does not. The builds
-# of stages R and 3 start in the background at nice 19 before stage 0, and
-# use what CPU stages 0 and 1 leave idle.
+# 30-minute budget and compiles nothing the ASan build does not.
 #
 #   tests/run_all.sh          the CI run
 #   tests/run_all.sh --long   the long variants: fault tests with
@@ -142,22 +140,6 @@ run_check() {
   fi
 }
 
-# The release's and the fuzzers' builds, each in an output base of its own,
-# start now at the lowest CPU priority: they take only the CPU the stages
-# before them leave idle (the ASan stage's last tests run one at a time, the
-# CPUs a third idle), and their own stages then find them built (their
-# servers stop after the build, so those stages run at normal priority).
-prebuild_pid=
-if [ "${NEFFD_RELEASE:-1}" = 1 ] || [ "${NEFFD_FUZZ:-1}" = 1 ]; then
-  (
-    [ "${NEFFD_RELEASE:-1}" = 0 ] ||
-      nice -n 19 bash deploy/package.sh --build-only >/dev/null 2>&1
-    [ "${NEFFD_FUZZ:-1}" = 0 ] ||
-      nice -n 19 bash tests/fuzz/run_fuzzers.sh --build-only >/dev/null 2>&1
-  ) &
-  prebuild_pid=$!
-fi
-
 run_check format.sh
 run_check thread_safety.sh
 run_check layering.sh
@@ -181,9 +163,6 @@ fi
 python3 tests/faults/report.py \
   "$(bazel info "${figures[@]}" bazel-testlogs 2>/dev/null)"
 stage "tests (asan=${NEFFD_ASAN:-1})"
-# Its failures are the release and fuzz stages' to report: they build again.
-[ -z "$prebuild_pid" ] || wait "$prebuild_pid"
-stage "prebuild (release, fuzz) beyond the ASan stage"
 if [ "${NEFFD_RELEASE:-1}" = 1 ]; then
   release_line=
   if bash deploy/package.sh; then

@@ -7,7 +7,6 @@
 # "fuzz: N passed, N failed".
 #
 #   tests/fuzz/run_fuzzers.sh [SECONDS]     default: $NEFFD_FUZZ_SECONDS or 30
-#   tests/fuzz/run_fuzzers.sh --build-only  builds the targets, runs none
 #
 # 30 s per target keeps the CI run short (the seeds are replayed by every
 # build anyway); `tests/run_all.sh --long` fuzzes 600 s per target.
@@ -35,10 +34,6 @@ if ! bazel --output_base="$base" build --config=fuzz --symlink_prefix=/ \
   tail -30 "$out/build.log"
   echo "fuzz: 0 passed, ${#TARGETS[@]} failed (build)"
   exit 1
-fi
-if [ "${1:-}" = --build-only ]; then
-  bazel --output_base="$base" shutdown
-  exit 0
 fi
 bin=$(bazel --output_base="$base" info --config=fuzz bazel-bin 2>/dev/null)
 
