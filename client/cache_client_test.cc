@@ -222,6 +222,7 @@ TEST_F(CacheClientTest, DisabledCacheAlwaysCompilesAndNeverPublishes) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->source, CacheResult::Source::kUncached);
     EXPECT_EQ(ReadFile(r->path), "fresh");
+    EXPECT_EQ(r->sha256, Sha256Hex("fresh"));  // hashed though not published
   }
   EXPECT_EQ(compiles_, 2);
   EXPECT_FALSE(Exists(Files("k3").artifact_dir));
@@ -333,6 +334,45 @@ TEST_F(CacheClientTest, WholeOutputLeftByALostLeaseIsAdoptedNotRecompiled) {
   EXPECT_EQ(compiles_, 0);
   EXPECT_EQ(ReadFile(r->path), "compiled before the daemon died");
   EXPECT_FALSE(Exists(root_ + "/debug/neuronx-cc/k5"));
+}
+
+// The marker fingerprints the output (issue 30: not its sha256, which the
+// daemon computes): an output changed after it was marked, even to bytes of
+// the same size, is compiled again; a marker an older client wrote (with
+// the sha256) is still honoured.
+TEST_F(CacheClientTest, OnlyTheOutputThatWasMarkedWholeIsAdopted) {
+  absl::StatusOr<EntryKey> changed = EntryKey::Parse("neff", "1.0", "k8");
+  absl::StatusOr<EntryKey> older = EntryKey::Parse("neff", "1.0", "k9");
+  {
+    absl::StatusOr<WorkDir> dir = WorkDir::Claim(
+        options_.debug_dir, *changed, absl::InfinitePast(), Env::Default());
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    WriteFile(dir->output_path(), "compiled before the daemon died");
+    ASSERT_TRUE(dir->MarkComplete(*changed).ok());
+    WriteFile(dir->output_path(), "COMPILED BEFORE THE DAEMON DIED");
+  }
+  const std::string bytes = "compiled by an older client";
+  {
+    absl::StatusOr<WorkDir> dir = WorkDir::Claim(
+        options_.debug_dir, *older, absl::InfinitePast(), Env::Default());
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    WriteFile(dir->output_path(), bytes);
+    WriteFile(dir->path() + "/.neffd-complete",
+              absl::StrCat("neff 1.0 k9 ", bytes.size(), " ", Sha256Hex(bytes),
+                           "\n"));
+  }
+  auto client = NewClient();
+  absl::StatusOr<CacheResult> recompiled =
+      client->GetOrCompile("neff", "1.0", "k8", Writes("recompiled"));
+  ASSERT_TRUE(recompiled.ok()) << recompiled.status();
+  EXPECT_EQ(ReadFile(recompiled->path), "recompiled");
+  EXPECT_EQ(compiles_, 1);
+  absl::StatusOr<CacheResult> adopted =
+      client->GetOrCompile("neff", "1.0", "k9", Writes("recompiled"));
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(ReadFile(adopted->path), bytes);
+  EXPECT_EQ(adopted->sha256, Sha256Hex(bytes));
+  EXPECT_EQ(compiles_, 1);
 }
 
 TEST_F(CacheClientTest, PartialOutputOfAKilledCompileIsClearedFirst) {

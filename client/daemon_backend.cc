@@ -139,6 +139,14 @@ class DaemonBackend::DaemonLease : public Lease {
         ContextWithTimeout(backend_->options_.publish_timeout).get(), request,
         &response);
     if (!staged.empty()) unlink(staged.c_str());  // the daemon's, if it ran
+    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+        content.sha256.empty() &&
+        absl::StartsWith(status.error_message(), "sha256:")) {
+      // A daemon from before the digest was optional: hash, and ask again.
+      absl::StatusOr<CopyResult> hashed = HashFile(path);
+      if (!hashed.ok()) return hashed.status();
+      return Publish(path, *hashed, metadata);
+    }
     if (!status.ok()) return Error(status, "Publish");
     resolved_ = true;
     StopHeartbeat();
@@ -232,9 +240,10 @@ class DaemonBackend::DaemonLease : public Lease {
   }
 
   // Copies `path` into the staging directory; returns the copy's path. The
-  // bytes are not hashed again here: the daemon checks size and sha256 as
-  // it copies the staged file into the store, and a third pass over the
-  // NEFF would sit on every publish's critical path.
+  // bytes are not hashed here: the daemon hashes them as it copies the
+  // staged file (and checks them against `content`'s sha256 if it has
+  // one), and a pass of SHA-256 here would sit on every publish's critical
+  // path.
   absl::StatusOr<std::string> Stage(const std::string& path,
                                     const CopyResult& content) {
     UniqueFd in(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));

@@ -6,24 +6,56 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <system_error>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+
+// For XXH3_state_t's definition: the state lives on the stack.
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
 namespace neffd {
 namespace {
 
 constexpr char kMarker[] = ".neffd-complete";
-constexpr int kMaxClaimRaces = 100;
+constexpr char kFingerprintPrefix[] = "xxh3:";
 
-std::string MarkerText(const EntryKey& id, const CopyResult& content) {
-  return absl::StrCat(NamespaceName(id.ns()), " ", id.compiler_version(), " ",
-                      id.key(), " ", content.size, " ", content.sha256, "\n");
+// The size and XXH3-128 of what `fd` reads from its offset to its end, as
+// "xxh3:" and 32 hex digits: whether an output is still the one that was
+// marked whole. Not SHA-256: this is no content address, and a pass over a
+// large NEFF at memory speed instead of SHA-256's keeps it off the publish's
+// critical path (issue 30); the daemon's digest names the entry.
+absl::StatusOr<std::pair<uint64_t, std::string>> Fingerprint(
+    int fd, const std::string& what) {
+  thread_local const std::unique_ptr<char[]> buf(new char[1 << 20]);
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_128bits_reset(&state);
+  uint64_t size = 0;
+  for (;;) {
+    const ssize_t n = read(fd, buf.get(), 1 << 20);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, "reading " + what);
+    if (n == 0) break;
+    XXH3_128bits_update(&state, buf.get(), n);
+    size += n;
+  }
+  const XXH128_hash_t hash = XXH3_128bits_digest(&state);
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx",
+                static_cast<unsigned long long>(hash.high64),
+                static_cast<unsigned long long>(hash.low64));
+  return std::make_pair(size, absl::StrCat(kFingerprintPrefix, hex));
 }
+constexpr int kMaxClaimRaces = 100;
 
 // Opens `path` as a directory, creating it if needed.
 absl::StatusOr<UniqueFd> OpenDir(const std::string& path) {
@@ -115,15 +147,24 @@ std::optional<CopyResult> WorkDir::CompleteOutput(const EntryKey& id) const {
       !absl::SimpleAtoi(fields[3], &recorded.size)) {
     return std::nullopt;
   }
-  recorded.sha256 = fields[4];
   UniqueFd fd(open(output_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) return std::nullopt;
+  if (absl::StartsWith(fields[4], kFingerprintPrefix)) {
+    absl::StatusOr<std::pair<uint64_t, std::string>> actual =
+        Fingerprint(fd.get(), output_);
+    if (!actual.ok() || actual->first != recorded.size ||
+        actual->second != fields[4]) {
+      return std::nullopt;
+    }
+    return recorded;  // its sha256 is the daemon's to compute
+  }
+  // A marker of an older client: the output's sha256.
   absl::StatusOr<CopyResult> actual = CopyAndHash(fd.get(), -1, output_);
   if (!actual.ok() || actual->size != recorded.size ||
-      actual->sha256 != recorded.sha256) {
+      actual->sha256 != fields[4]) {
     return std::nullopt;
   }
-  return recorded;
+  return *actual;
 }
 
 absl::Status WorkDir::Clear() {
@@ -149,16 +190,21 @@ absl::StatusOr<CopyResult> WorkDir::MarkComplete(const EntryKey& id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "compile_fn reported success but left no file at ", output_));
   }
-  absl::StatusOr<CopyResult> content = CopyAndHash(fd.get(), -1, output_);
-  if (!content.ok()) return content.status();
+  absl::StatusOr<std::pair<uint64_t, std::string>> fingerprint =
+      Fingerprint(fd.get(), output_);
+  if (!fingerprint.ok()) return fingerprint.status();
   // Not fsynced: CompleteOutput re-hashes the output against the marker, so
   // a marker that outlives a torn output after a power loss is harmless.
   if (absl::Status s = WriteFileAtomically(
-          path_, kMarker, MarkerText(id, *content), "c", /*durable=*/false);
+          path_, kMarker,
+          absl::StrCat(NamespaceName(id.ns()), " ", id.compiler_version(), " ",
+                       id.key(), " ", fingerprint->first, " ",
+                       fingerprint->second, "\n"),
+          "c", /*durable=*/false);
       !s.ok()) {
     return s;
   }
-  return content;
+  return CopyResult{fingerprint->first, ""};
 }
 
 void WorkDir::Unmark() { unlink(absl::StrCat(path_, "/", kMarker).c_str()); }

@@ -7,8 +7,8 @@
 //   {TORCH_NEURONX_DEBUG_DIR}/hlo/{key}/          (hlo namespace)
 //       module.neff | module.hlo.pb   the output compile_fn writes
 //       log-neuron-cc.txt, compiler_args.txt, metadata.txt, ...
-//       .neffd-complete               "ns version key size sha256": the
-//                                     output is whole (written last)
+//       .neffd-complete               "ns version key size xxh3:{hex}":
+//                                     the output is whole (written last)
 //
 // A process owns the directory while it holds an exclusive flock on it, so
 // on one host at most one compile of a key runs in it, whichever way the key
@@ -60,16 +60,19 @@ class WorkDir {
   const std::string& output_path() const { return output_; }
   bool is_private() const { return private_; }
 
-  // The size and sha256 of a whole output for `id` left by an earlier owner,
-  // or nullopt (no marker, a marker for another entry, or an output that no
-  // longer matches it).
+  // The size (and, from an older client's marker, the sha256; else empty)
+  // of a whole output for `id` left by an earlier owner, or nullopt (no
+  // marker, a marker for another entry, or an output that no longer
+  // matches it).
   std::optional<CopyResult> CompleteOutput(const EntryKey& id) const;
 
   // Removes everything inside the directory.
   absl::Status Clear();
 
-  // Hashes the output and records that it is whole. FailedPrecondition if
-  // compile_fn left no regular file at output_path().
+  // Fingerprints the output (XXH3-128, not the sha256: the daemon or the
+  // store computes that as it copies) and records that it is whole; returns
+  // its size, with an empty sha256. FailedPrecondition if compile_fn left
+  // no regular file at output_path().
   absl::StatusOr<CopyResult> MarkComplete(const EntryKey& id);
   // Removes the marker (the output has been published).
   void Unmark();

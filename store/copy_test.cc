@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "store/digest.h"
@@ -162,6 +163,46 @@ TEST(CopyAndHashTest, LargeCopiesReuseTheirWriterThreads) {
     });
   }
   for (std::thread& t : copies) t.join();
+}
+
+// Issue 30: one read and one hash, two copies: the tee gets every byte the
+// output gets, whether the copy is one chunk or pipelined, and the digest
+// is of those bytes. A remembered source is hashed anyway when teed.
+TEST(CopyAndHashTest, ATeeGetsEveryByteOfTheSamePass) {
+  const std::string dir = NewTempDir("tee");
+  for (size_t size : {size_t{0}, size_t{4096}, size_t{3 * 1024 * 1024 + 5}}) {
+    const std::string content = Pattern(size);
+    const std::string in_path = absl::StrCat(dir, "/in", size);
+    std::ofstream(in_path, std::ios::binary) << content;
+    UniqueFd in(open(in_path.c_str(), O_RDONLY));
+    RememberVerified(in.get(), CopyResult{size, "not-its-digest"});
+    const std::string out_path = absl::StrCat(dir, "/out", size);
+    const std::string tee_path = absl::StrCat(dir, "/tee", size);
+    UniqueFd out(open(out_path.c_str(), O_WRONLY | O_CREAT, 0644));
+    UniqueFd tee(open(tee_path.c_str(), O_WRONLY | O_CREAT, 0644));
+    absl::StatusOr<CopyResult> copied =
+        CopyAndHash(in.get(), out.get(), "in", {}, {tee.get(), "tee"});
+    ASSERT_TRUE(copied.ok()) << copied.status();
+    EXPECT_EQ(copied->size, size);
+    EXPECT_EQ(copied->sha256, Sha256Hex(content));
+    EXPECT_TRUE(ReadAll(out_path) == content) << size;
+    EXPECT_TRUE(ReadAll(tee_path) == content) << size;
+    ForgetVerified(in.get());
+  }
+}
+
+TEST(CopyAndHashTest, AFailingTeeFailsTheCopy) {
+  const std::string dir = NewTempDir("tee_fails");
+  const std::string content = Pattern(2 * 1024 * 1024);
+  std::ofstream(dir + "/in", std::ios::binary) << content;
+  UniqueFd in(open((dir + "/in").c_str(), O_RDONLY));
+  UniqueFd out(open((dir + "/out").c_str(), O_WRONLY | O_CREAT, 0644));
+  UniqueFd read_only(open((dir + "/in").c_str(), O_RDONLY));
+  absl::StatusOr<CopyResult> copied =
+      CopyAndHash(in.get(), out.get(), "in", {}, {read_only.get(), "the tee"});
+  EXPECT_FALSE(copied.ok());
+  EXPECT_TRUE(absl::StrContains(copied.status().message(), "the tee"))
+      << copied.status();
 }
 
 }  // namespace

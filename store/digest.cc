@@ -259,6 +259,12 @@ class WriterPool {
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Where a copy writes: a descriptor and the name errors give it.
+struct Output {
+  int fd;
+  std::string name;
+};
+
 // A ring of kSlots chunk buffers, one per thread that starts a pipelined
 // copy, allocated at its first and kept.
 constexpr int kSlots = 4;
@@ -274,8 +280,8 @@ char* ThisThreadsRing(int slot) {
 // them is last to let go of it frees it.
 class WritePipeline {
  public:
-  WritePipeline(int out_fd, absl::string_view what, Env* env)
-      : state_(std::make_shared<State>(out_fd, what, env)) {
+  WritePipeline(std::vector<Output> outputs, Env* env)
+      : state_(std::make_shared<State>(std::move(outputs), env)) {
     WriterPool::Get().Run(env, [state = state_] { state->WriteLoop(); });
   }
   ~WritePipeline() { (void)Close(); }
@@ -289,8 +295,8 @@ class WritePipeline {
 
  private:
   struct State {
-    State(int out_fd, absl::string_view what, Env* env)
-        : out_fd(out_fd), what(what), env(env) {}
+    State(std::vector<Output> outputs, Env* env)
+        : outputs(std::move(outputs)), env(env) {}
 
     char* Acquire() {
       absl::MutexLock lock(&mu);
@@ -325,10 +331,13 @@ class WritePipeline {
           }
           slot = slots[written % kSlots];
         }
-        absl::Status s = env->Write(out_fd, what,
-                                    absl::string_view(slot.first, slot.second));
+        absl::Status s;
         offset += slot.second;
-        if (s.ok()) WriteBehind(out_fd, static_cast<off_t>(offset));
+        for (const auto& [fd, name] : outputs) {
+          s = env->Write(fd, name, absl::string_view(slot.first, slot.second));
+          if (!s.ok()) break;
+          WriteBehind(fd, static_cast<off_t>(offset));
+        }
         absl::MutexLock lock(&mu);
         ++written;
         if (!s.ok()) status = s;
@@ -336,8 +345,7 @@ class WritePipeline {
       }
     }
 
-    const int out_fd;
-    const std::string what;
+    const std::vector<Output> outputs;
     Env* const env;
     absl::Mutex mu;
     // Explicit waits, not Mutex::Await: absl evaluates an Await condition on
@@ -363,6 +371,14 @@ absl::StatusOr<CopyResult> Finish(Sha256& hash, CopyResult result) {
 
 }  // namespace
 
+absl::StatusOr<CopyResult> HashFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "opening " + path);
+  absl::StatusOr<CopyResult> hashed = CopyAndHash(fd, -1, path);
+  close(fd);
+  return hashed;
+}
+
 void RememberVerified(int fd, const CopyResult& content) {
   if (std::optional<Identity> id = IdentityOfFd(fd)) {
     VerifiedFiles::Get().Remember(*id, content);
@@ -377,10 +393,11 @@ void ForgetVerified(int fd) {
 
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what,
-                                       const CopyOptions& options) {
+                                       const CopyOptions& options,
+                                       const CopyTee& tee) {
   const absl::string_view out_name =
       options.out_name.empty() ? what : options.out_name;
-  if (out_fd >= 0 && lseek(in_fd, 0, SEEK_CUR) == 0) {
+  if (out_fd >= 0 && tee.fd < 0 && lseek(in_fd, 0, SEEK_CUR) == 0) {
     // A file this process hashed already: the kernel copies it, and it is
     // not read again.
     const std::optional<Identity> before = IdentityOfFd(in_fd);
@@ -401,9 +418,15 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
   }
   // Advisory: a larger kernel readahead for a source read once, in order.
   (void)posix_fadvise(in_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  std::vector<Output> outputs;
+  if (out_fd >= 0) outputs.push_back({out_fd, std::string(out_name)});
+  if (tee.fd >= 0) {
+    outputs.push_back(
+        {tee.fd, std::string(tee.name.empty() ? out_name : tee.name)});
+  }
   Sha256 hash;
   CopyResult result;
-  if (out_fd < 0 || FitsInOneChunk(in_fd)) {
+  if (outputs.empty() || FitsInOneChunk(in_fd)) {
     // Most NEFFs and every verification: read, hash (and write) in this
     // thread through its own buffer, reused from call to call. A fresh
     // buffer per call cost more than the bytes did: under many ranks
@@ -417,9 +440,9 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
       if (*n == 0) break;
       hash.Update(buf, *n);
       result.size += *n;
-      if (out_fd >= 0) {
-        if (absl::Status s = options.env->Write(out_fd, out_name,
-                                                absl::string_view(buf, *n));
+      for (const auto& [fd, name] : outputs) {
+        if (absl::Status s =
+                options.env->Write(fd, name, absl::string_view(buf, *n));
             !s.ok()) {
           return s;
         }
@@ -430,7 +453,7 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
   // Copying more than a chunk: hashing and writing run on two threads (this
   // one and a pooled writer), so a publish takes about as long as the slower
   // of the two instead of their sum.
-  WritePipeline pipeline(out_fd, out_name, options.env);
+  WritePipeline pipeline(std::move(outputs), options.env);
   for (;;) {
     char* buf = pipeline.Acquire();
     if (buf == nullptr) break;  // the writer failed; Close() says why

@@ -76,12 +76,25 @@ struct CopyOptions {
   absl::string_view out_name;
 };
 
+// A second file a copy writes every byte to, from the same buffer as the
+// first, so one read and one hash make two verified copies; `name` in
+// errors and to Env wrappers. fd < 0: none.
+struct CopyTee {
+  int fd = -1;
+  absl::string_view name;
+};
+
 // Reads `in_fd` from its current offset to EOF, writing everything to
-// `out_fd` (skipped when out_fd < 0), and returns the size and digest of what
-// was read. Errors name the file and the errno.
+// `out_fd` (skipped when out_fd < 0) and to `tee` (if it names a file), and
+// returns the size and digest of what was read. Errors name the file and
+// the errno.
 absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
                                        absl::string_view what,
-                                       const CopyOptions& options = {});
+                                       const CopyOptions& options = {},
+                                       const CopyTee& tee = {});
+
+// The size and sha256 of the file at `path` (a symlink is not followed).
+absl::StatusOr<CopyResult> HashFile(const std::string& path);
 
 // Records that the regular file open as `fd`, as it is now, holds `content`
 // (its size and sha256, which the caller computed from every byte of it).

@@ -237,15 +237,11 @@ absl::StatusOr<StoredEntry> Store::HashAndCheck(const EntryKey& id,
 absl::StatusOr<PublishResult> Store::PublishFromFd(
     const EntryKey& id, int fd, uint64_t size, const std::string& sha256,
     const Producer& producer, const std::map<std::string, std::string>& md,
-    const std::function<void()>& verified) {
-  return Publish(
+    const Verified& verified) {
+  return PublishWritten(
       id, size, sha256, producer, md,
-      [&](int out_fd, absl::string_view out_name)
-          -> absl::StatusOr<std::pair<uint64_t, std::string>> {
-        absl::StatusOr<CopyResult> copied =
-            CopyAndHash(fd, out_fd, "staged file", {&env_, out_name});
-        if (!copied.ok()) return copied.status();
-        return std::make_pair(copied->size, copied->sha256);
+      [&](int out_fd, absl::string_view out_name) {
+        return CopyAndHash(fd, out_fd, "staged file", {&env_, out_name});
       },
       verified);
 }
@@ -253,11 +249,11 @@ absl::StatusOr<PublishResult> Store::PublishFromFd(
 absl::StatusOr<PublishResult> Store::PublishBytes(
     const EntryKey& id, absl::string_view bytes, const std::string& sha256,
     const Producer& producer, const std::map<std::string, std::string>& md,
-    const std::function<void()>& verified) {
-  return Publish(
+    const Verified& verified) {
+  return PublishWritten(
       id, bytes.size(), sha256, producer, md,
-      [&](int out_fd, absl::string_view out_name)
-          -> absl::StatusOr<std::pair<uint64_t, std::string>> {
+      [&](int out_fd,
+          absl::string_view out_name) -> absl::StatusOr<CopyResult> {
         if (absl::Status s = env_.Write(out_fd, out_name, bytes); !s.ok()) {
           return s;
         }
@@ -265,17 +261,15 @@ absl::StatusOr<PublishResult> Store::PublishBytes(
         hash.Update(bytes.data(), bytes.size());
         absl::StatusOr<std::string> digest = hash.HexDigest();
         if (!digest.ok()) return digest.status();
-        return std::make_pair(uint64_t{bytes.size()}, *std::move(digest));
+        return CopyResult{bytes.size(), *std::move(digest)};
       },
       verified);
 }
 
-absl::StatusOr<PublishResult> Store::Publish(
+absl::StatusOr<PublishResult> Store::PublishWritten(
     const EntryKey& id, uint64_t size, const std::string& sha256,
     const Producer& producer, const std::map<std::string, std::string>& md,
-    const std::function<absl::StatusOr<std::pair<uint64_t, std::string>>(
-        int out_fd, absl::string_view out_name)>& write,
-    const std::function<void()>& verified) {
+    const ContentWriter& write, const Verified& verified) {
   absl::StatusOr<StoredEntry> existing = Find(id);
   if (existing.ok()) return PublishResult{*std::move(existing), true};
   if (!absl::IsNotFound(existing.status())) return existing.status();
@@ -305,20 +299,19 @@ absl::StatusOr<PublishResult> Store::Publish(
     (void)env_.Unlink(tmp);
     return status;
   };
-  absl::StatusOr<std::pair<uint64_t, std::string>> written =
-      write(out->get(), tmp);
+  absl::StatusOr<CopyResult> written = write(out->get(), tmp);
   if (!written.ok()) return fail(written.status());
-  if (written->first != size) {
+  if (written->size != size) {
     return fail(absl::InvalidArgumentError(
         absl::StrFormat("size: content is %d bytes; the request says %d",
-                        written->first, size)));
+                        written->size, size)));
   }
-  if (written->second != sha256) {
+  if (!sha256.empty() && written->sha256 != sha256) {
     return fail(absl::InvalidArgumentError(
-        absl::StrCat("sha256: content hashes to ", written->second,
+        absl::StrCat("sha256: content hashes to ", written->sha256,
                      "; the request says ", sha256)));
   }
-  if (verified) verified();
+  if (verified) verified(*written);
   if (absl::Status s = env_.Sync(out->get(), tmp); !s.ok()) return fail(s);
   const std::string artifact = paths.artifact();
   if (absl::Status s = env_.Rename(tmp, artifact); !s.ok()) return fail(s);
@@ -329,7 +322,7 @@ absl::StatusOr<PublishResult> Store::Publish(
 
   v1::DoneRecord done;
   done.set_size(size);
-  done.set_sha256(sha256);
+  done.set_sha256(written->sha256);
   done.set_producer_host(producer.host);
   done.set_producer_pid(producer.pid);
   done.set_publish_time_unix_ms(absl::ToUnixMillis(env_.Now()));

@@ -49,6 +49,7 @@
 #include "config/defaults.h"
 #include "proto/neffd/v1/records.pb.h"
 #include "store/counting_env.h"
+#include "store/digest.h"
 #include "store/entry_id.h"
 #include "store/env.h"
 #include "store/events.h"
@@ -231,7 +232,8 @@ class Store {
                                    OnDamage on_damage = OnDamage::kQuarantine);
 
   // Installs the content read from `fd` (from its current offset) under `id`
-  // after checking it against `size` and `sha256`. If a valid entry exists
+  // after checking it against `size` and `sha256` (empty: whatever the
+  // content hashes to is the entry's digest). If a valid entry exists
   // already, nothing is read and the result says already_cached.
   // InvalidArgument on a size/digest mismatch; ResourceExhausted when the
   // filesystem is full; any other failed step returns the Env's error, which
@@ -253,20 +255,32 @@ class Store {
   // through the Env, so a test can kill the process after any of them
   // (store/testing/).
   //
-  // `verified`, if set, runs once the content has been read, matched `size`
-  // and `sha256` and will become the entry (no other entry was there), but
-  // before it is durable and before anything of it has its final name: the
-  // caller may hand its own copy of the bytes to readers on this host
-  // without waiting for the shared filesystem, or record that the entry is
-  // coming before a crash could leave it without the record.
+  // `verified`, if set, runs with the content's size and digest once it has
+  // been read, matched `size` and `sha256` and will become the entry (no
+  // other entry was there), but before it is durable and before anything of
+  // it has its final name: the caller may hand its own copy of the bytes to
+  // readers on this host without waiting for the shared filesystem, or
+  // record that the entry is coming before a crash could leave it without
+  // the record.
+  using Verified = std::function<void(const CopyResult& content)>;
   absl::StatusOr<PublishResult> PublishFromFd(
       const EntryKey& id, int fd, uint64_t size, const std::string& sha256,
       const Producer& producer, const std::map<std::string, std::string>& md,
-      const std::function<void()>& verified = nullptr);
+      const Verified& verified = nullptr);
   absl::StatusOr<PublishResult> PublishBytes(
       const EntryKey& id, absl::string_view bytes, const std::string& sha256,
       const Producer& producer, const std::map<std::string, std::string>& md,
-      const std::function<void()>& verified = nullptr);
+      const Verified& verified = nullptr);
+  // Both of the above: `write` fills the entry's temp file (open for
+  // writing as `out_fd`, named `out_name`, on the shared store) and returns
+  // the size and sha256 of what it wrote, which must be what it hashed. For
+  // a caller that writes other copies of the bytes in the same pass.
+  using ContentWriter = std::function<absl::StatusOr<CopyResult>(
+      int out_fd, absl::string_view out_name)>;
+  absl::StatusOr<PublishResult> PublishWritten(
+      const EntryKey& id, uint64_t size, const std::string& sha256,
+      const Producer& producer, const std::map<std::string, std::string>& md,
+      const ContentWriter& write, const Verified& verified = nullptr);
 
   // Records a deterministic compile failure (model.log) for failed_ttl and
   // returns it as callers will see it.
@@ -339,15 +353,6 @@ class Store {
       : options_(std::move(options)), env_(options_.env) {}
 
   absl::string_view ArtifactName() const;
-  // Common tail of both publish paths: `write` fills the temp file and
-  // returns what it wrote.
-  absl::StatusOr<PublishResult> Publish(
-      const EntryKey& id, uint64_t size, const std::string& sha256,
-      const Producer& producer, const std::map<std::string, std::string>& md,
-      const std::function<absl::StatusOr<std::pair<uint64_t, std::string>>(
-          int out_fd, absl::string_view out_name)>& write,
-      const std::function<void()>& verified);
-
   absl::Status WriteDone(const EntryKey& id, const v1::DoneRecord& done);
   // Find's answer for a damaged entry (see OnDamage).
   absl::Status Damaged(const EntryKey& id, absl::string_view reason,

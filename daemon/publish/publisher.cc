@@ -67,8 +67,8 @@ absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
     if (intent != nullptr) intent->End(false);
     return s;
   }
-  auto begin = [&] {
-    if (intent != nullptr) intent->Begin(id, artifact.size, artifact.sha256);
+  auto begin = [&](const CopyResult& content) {
+    if (intent != nullptr) intent->Begin(id, content.size, content.sha256);
   };
   absl::StatusOr<PublishResult> result =
       artifact.inline_bytes.has_value()
@@ -103,10 +103,9 @@ absl::StatusOr<Published> Publisher::Publish(const EntryKey& id,
   return published;
 }
 
-absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
-                                                       const Artifact& artifact,
-                                                       absl::Time started,
-                                                       const Callback& begin) {
+absl::StatusOr<PublishResult> Publisher::PublishStaged(
+    const EntryKey& id, const Artifact& artifact, absl::Time started,
+    const Store::Verified& begin) {
   absl::StatusOr<UniqueFd> staged =
       OpenStagedFile(artifact.staged_path, artifact.size);
   if (!staged.ok()) return staged.status();
@@ -117,60 +116,104 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(const EntryKey& id,
     }
   }
   Store& store = catalog_->StoreFor(id);
-  // The tier's verified copy first, and this host's waiters answered with
-  // it, before the shared store is written; not when the store has the
-  // entry already (its bytes, not these, are the entry then).
-  absl::StatusOr<UniqueFd> ingested =
-      absl::FailedPreconditionError("no tier copy");
-  Answerer::Ticket answered;
-  if (TierServes(tier_, id) && !store.HasDoneRecord(id)) {
-    v1::Entry local;
-    *local.mutable_id() = id.ToProto();
-    local.set_size(artifact.size);
-    local.set_sha256(artifact.sha256);
-    local.set_producer_host(options_.host_id);
-    local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.env->Now()));
-    local.mutable_metadata()->insert(artifact.metadata.begin(),
-                                     artifact.metadata.end());
-    ingested = tier_->Ingest(id, local, artifact.staged_path, staged->get());
-    if (ingested.ok()) {
-      // The moment the verified NEFF is in place under its served name,
-      // which bench/storm takes as the release in every protocol.
-      const absl::Time renamed = options_.env->Now();
-      absl::StatusOr<v1::Entry> served = tier_->Get(id, local);
-      if (served.ok()) {
-        answered = answerer_.Run([this, id, served = *std::move(served),
-                                  lease_id = artifact.lease_id, started,
-                                  renamed] {
-          const absl::Time released = options_.env->Now();
-          const size_t waiters = locks_->AnswerWaiters(lease_id, served);
-          // When the entry was released to this host's waiters and how
-          // long answering them all took (bench/storm measures the lock
-          // handoff from `released_unix_us`).
-          log::Info("waiters_answered",
-                    {{"entry", id.Canonical()},
-                     {"waiters", static_cast<uint64_t>(waiters)},
-                     {"since_publish_us",
-                      absl::ToInt64Microseconds(options_.env->Now() - started)},
-                     {"released_unix_us", absl::ToUnixMicros(released)},
-                     {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
-        });
-      }
-    } else {
-      // The store reads the staged file itself, from its start, and says
-      // what is wrong with it (or that it has the entry already).
-      (void)lseek(staged->get(), 0, SEEK_SET);
-    }
+  const Producer producer{options_.host_id, 0};
+  if (!TierServes(tier_, id) || store.HasDoneRecord(id)) {
+    // The store reads and hashes the staged file itself, and says what is
+    // wrong with it (or that it has the entry already: its bytes, not
+    // these, are the entry then).
+    absl::StatusOr<PublishResult> result =
+        store.PublishFromFd(id, staged->get(), artifact.size, artifact.sha256,
+                            producer, artifact.metadata, begin);
+    unlink(artifact.staged_path.c_str());
+    return result;
   }
-  const int source = ingested.ok() ? ingested->get() : staged->get();
-  absl::StatusOr<PublishResult> result = store.PublishFromFd(
-      id, source, artifact.size, artifact.sha256, Producer{options_.host_id, 0},
-      artifact.metadata, begin);
+  v1::Entry local;
+  *local.mutable_id() = id.ToProto();
+  local.set_size(artifact.size);
+  local.set_sha256(artifact.sha256);  // empty: the bytes' own digest
+  local.set_producer_host(options_.host_id);
+  local.set_publish_time_unix_ms(absl::ToUnixMillis(options_.env->Now()));
+  local.mutable_metadata()->insert(artifact.metadata.begin(),
+                                   artifact.metadata.end());
+  absl::StatusOr<UniqueFd> ingested =
+      absl::FailedPreconditionError("not ingested");
+  Answerer::Ticket answered;
+  auto answer_waiters = [&] {
+    answered = AnswerWaiters(id, local, artifact.lease_id, started);
+  };
+  absl::StatusOr<PublishResult> result;
+  if (artifact.size <= kAnswerBeforeStoreMaxBytes) {
+    // Small: the tier's copy first and this host's waiters answered with
+    // it before the store is touched at all (its metadata round trips cost
+    // more than these bytes); the store then copies the tier's file in the
+    // kernel, without hashing it again.
+    ingested = tier_->Ingest(id, &local, artifact.staged_path, staged->get());
+    if (ingested.ok()) answer_waiters();
+    // Else the store reads the staged file from its start and says what is
+    // wrong with it.
+    if (!ingested.ok()) (void)lseek(staged->get(), 0, SEEK_SET);
+    result = store.PublishFromFd(
+        id, ingested.ok() ? ingested->get() : staged->get(), artifact.size,
+        ingested.ok() ? local.sha256() : artifact.sha256, producer,
+        artifact.metadata, begin);
+  } else {
+    // Large: one read of the staged file, hashed once, writes the tier's
+    // copy and the store's temp file, whose writeback starts behind the
+    // copy; the waiters are answered once the store has checked the
+    // bytes, while it fsyncs them.
+    result = store.PublishWritten(
+        id, artifact.size, artifact.sha256, producer, artifact.metadata,
+        [&](int out_fd,
+            absl::string_view out_name) -> absl::StatusOr<CopyResult> {
+          ingested = tier_->Ingest(id, &local, artifact.staged_path,
+                                   staged->get(), CopyTee{out_fd, out_name});
+          if (ingested.ok()) return CopyResult{local.size(), local.sha256()};
+          // The store's own pass over the staged file, from its start, on
+          // an emptied temp file: it says what is wrong with the bytes.
+          if (lseek(staged->get(), 0, SEEK_SET) != 0 ||
+              ftruncate(out_fd, 0) != 0 || lseek(out_fd, 0, SEEK_SET) != 0) {
+            return absl::ErrnoToStatus(errno,
+                                       absl::StrCat("rewinding ", out_name));
+          }
+          return CopyAndHash(staged->get(), out_fd, "staged file",
+                             {options_.env, out_name});
+        },
+        [&](const CopyResult& content) {
+          if (ingested.ok()) answer_waiters();
+          if (begin) begin(content);
+        });
+  }
   if (ingested.ok()) ForgetVerified(ingested->get());
   answered.Wait();
   // Not the tier's (or gone already): the daemon's to remove.
   if (!ingested.ok()) unlink(artifact.staged_path.c_str());
   return result;
+}
+
+Answerer::Ticket Publisher::AnswerWaiters(const EntryKey& id,
+                                          const v1::Entry& local,
+                                          const std::string& lease_id,
+                                          absl::Time started) {
+  // The moment the verified NEFF is in place under its served name, which
+  // bench/storm takes as the release in every protocol.
+  const absl::Time renamed = options_.env->Now();
+  absl::StatusOr<v1::Entry> served = tier_->Get(id, local);
+  if (!served.ok()) return {};
+  return answerer_.Run(
+      [this, id, served = *std::move(served), lease_id, started, renamed] {
+        const absl::Time released = options_.env->Now();
+        const size_t waiters = locks_->AnswerWaiters(lease_id, served);
+        // When the entry was released to this host's waiters and how long
+        // answering them all took (bench/storm measures the lock handoff from
+        // `released_unix_us`).
+        log::Info("waiters_answered",
+                  {{"entry", id.Canonical()},
+                   {"waiters", static_cast<uint64_t>(waiters)},
+                   {"since_publish_us",
+                    absl::ToInt64Microseconds(options_.env->Now() - started)},
+                   {"released_unix_us", absl::ToUnixMicros(released)},
+                   {"renamed_unix_us", absl::ToUnixMicros(renamed)}});
+      });
 }
 
 absl::StatusOr<RecordedFailure> Publisher::RecordFailure(

@@ -13,19 +13,23 @@
 //   2. A staged file is used only if it is a regular file with a single link
 //      (not a symlink, not a hard link to a file the caller could not read)
 //      and of the announced size.
-//   3. A neff entry's staged file becomes the tier's verified copy first,
-//      in one pass over its bytes (LocalTier::Ingest: hashed in place and
-//      renamed, or, another user's, copied and hashed at once), unless the
-//      store has the entry already; as soon as it matched the announced
-//      size and sha256 the key's parked waiters are answered READY with it,
-//      on the publisher's answering thread (answerer.h), while the store
-//      copies the tier's file (in the kernel, not hashed again:
-//      store/digest.h RememberVerified) and fsyncs it; the answers are
-//      waited for before the lease ends. Waiters do not wait for the shared
-//      store's copy or durability; the publisher's answer does. Anything
-//      else (hlo entries, no tier, a staged file the tier refused) is
-//      copied and hashed by the store in one pass, as the store's own
-//      check of the bytes.
+//   3. A neff entry's staged file becomes the tier's verified copy in one
+//      pass over its bytes (LocalTier::Ingest: hashed in place and renamed,
+//      or, another user's, copied and hashed at once), unless the store has
+//      the entry already. Up to 1 MiB the tier's copy comes first: as soon
+//      as it matched the announced size and sha256 the key's parked waiters
+//      are answered READY with it, on the publisher's answering thread
+//      (answerer.h), while the store copies the tier's file (in the kernel,
+//      not hashed again: store/digest.h RememberVerified) and fsyncs it.
+//      Larger, the same pass also writes the store's temp file (the bytes
+//      are read and hashed once, the store's writeback runs behind the
+//      copy), and the waiters are answered as soon as the store has
+//      checked the bytes, while it fsyncs them. Waiters never wait for the
+//      shared store's durability; the publisher's answer does, and the
+//      answers are waited for before the lease ends. Anything else (hlo
+//      entries, no tier, a staged file the tier refused) is copied and
+//      hashed by the store in one pass, as the store's own check of the
+//      bytes. An empty sha256 in the request takes the bytes' own digest.
 //   4. On success the entry is recorded in the index (a failed index write
 //      is logged, not returned: the entry is on the store, the truth) and
 //      the lease ends with it (every waiter, including later ones, gets
@@ -95,7 +99,7 @@ struct Artifact {
   std::optional<absl::string_view> inline_bytes;
   std::string staged_path;
   uint64_t size = 0;
-  std::string sha256;  // lowercase hex
+  std::string sha256;  // lowercase hex; empty: the bytes' own digest
   std::map<std::string, std::string> metadata;
 };
 
@@ -145,13 +149,22 @@ class Publisher {
                                                 absl::string_view compiler_log);
 
  private:
-  using Callback = std::function<void()>;
+  // Up to this size a staged NEFF's waiters are answered before the store
+  // is touched; above it the tier's copy and the store's are written in
+  // one pass (PublishStaged).
+  static constexpr uint64_t kAnswerBeforeStoreMaxBytes = 1 << 20;
+
   // Stores a staged file, answering the waiters from the tier's copy once
-  // the store has verified it, then calling `begin`.
+  // it is verified, and calling `begin` once the store has verified it.
   absl::StatusOr<PublishResult> PublishStaged(const EntryKey& id,
                                               const Artifact& artifact,
                                               absl::Time started,
-                                              const Callback& begin);
+                                              const Store::Verified& begin);
+  // Answers the lease's parked waiters with the tier's copy of `local`, on
+  // the answering thread.
+  Answerer::Ticket AnswerWaiters(const EntryKey& id, const v1::Entry& local,
+                                 const std::string& lease_id,
+                                 absl::Time started);
 
   const PublisherOptions options_;
   Catalog* const catalog_;

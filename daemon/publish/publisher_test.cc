@@ -194,6 +194,107 @@ TEST_F(PublisherTest, WaitersAreAnsweredBeforeTheSharedStoreIsWritten) {
   EXPECT_EQ(stored->entry.sha256(), Sha256Hex(bytes));
 }
 
+// Issue 30: a large NEFF is read once, writing the tier's copy and the
+// store's at the same time; the waiters are answered before the store's
+// copy is durable (the store's Env holds the artifact's fsync until the
+// waiter has its answer), and the request may leave the digest to the
+// daemon.
+class HoldsTheArtifactSync : public EnvWrapper {
+ public:
+  HoldsTheArtifactSync() : EnvWrapper(Env::Default()) {}
+  absl::Notification answered;
+  std::atomic<bool> answered_first{false};
+
+ protected:
+  absl::Status BeforeCall(const FsCall& call) override {
+    if (call.op == FsOp::kSync && absl::StrContains(call.path, ".neff.tmp.")) {
+      answered_first =
+          answered.WaitForNotificationWithTimeout(absl::Seconds(20));
+    }
+    return absl::OkStatus();
+  }
+};
+
+std::string Varied(size_t size) {
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(i * 31 + 7);
+  return bytes;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_F(PublisherTest, ALargeNeffIsAnsweredBeforeTheStoreIsDurable) {
+  HoldsTheArtifactSync env;
+  StoreOptions store;
+  store.host_id = "this-host";
+  store.root = root_ + "/slow-neff";
+  store.env = &env;
+  std::unique_ptr<Store> neff = *Store::Open(store);
+  Catalog catalog(neff.get(), hlo_.get(), index_.get());
+  PublisherOptions options;
+  options.host_id = "this-host";
+  Publisher publisher(options, &catalog, locks_.get(), tier_.get());
+  const std::string bytes = Varied((3 << 20) + 5);
+  const std::string lease = Lease(neff_id_);
+  std::string answered_path;
+  locks_->Acquire(neff_id_, HolderInfo{"this-host", 200, 1}, /*wait=*/true,
+                  absl::Now() + absl::Seconds(30),
+                  [&env, &answered_path](LockEvent e) {
+                    EXPECT_EQ(e.outcome, LockOutcome::kReady);
+                    answered_path = e.entry.path();
+                    env.answered.Notify();
+                  });
+  Artifact artifact = Staged(lease, Stage("big", bytes), bytes);
+  artifact.sha256.clear();  // the daemon's digest names the entry
+  absl::StatusOr<Published> published = publisher.Publish(neff_id_, artifact);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_TRUE(env.answered_first);
+  EXPECT_EQ(published->entry.sha256(), Sha256Hex(bytes));
+  EXPECT_EQ(answered_path, published->entry.path());
+  EXPECT_TRUE(absl::StartsWith(answered_path, root_ + "/tier/"));
+  EXPECT_TRUE(ReadFile(answered_path) == bytes);
+  absl::StatusOr<StoredEntry> stored = neff->Find(neff_id_);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->entry.sha256(), Sha256Hex(bytes));
+  EXPECT_TRUE(ReadFile(stored->entry.path()) == bytes);
+  EXPECT_FALSE(std::filesystem::exists(artifact.staged_path));
+}
+
+TEST_F(PublisherTest, ALargeNeffThatIsNotItsDigestLeavesNothing) {
+  const std::string bytes = Varied((2 << 20) + 1);
+  const std::string lease = Lease(neff_id_);
+  Answer waiter;
+  Park(neff_id_, &waiter);
+  Artifact wrong = Staged(lease, Stage("big", bytes), bytes);
+  wrong.sha256 = Sha256Hex("something else");
+  absl::StatusOr<Published> refused = publisher_->Publish(neff_id_, wrong);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_TRUE(absl::StartsWith(refused.status().message(), "sha256:"))
+      << refused.status();
+  EXPECT_FALSE(std::filesystem::exists(wrong.staged_path));
+  EXPECT_FALSE(Cached(neff_id_));
+  EXPECT_TRUE(locks_->Held(neff_id_));
+  EXPECT_EQ(tier_->used_bytes(), 0u);
+  absl::MutexLock lock(&waiter.mu);
+  EXPECT_FALSE(waiter.event.has_value());
+}
+
+TEST_F(PublisherTest, ASmallNeffMayLeaveItsDigestToTheDaemon) {
+  const std::string bytes = Varied(64 << 10);
+  Artifact artifact = Staged(Lease(neff_id_), Stage("s1", bytes), bytes);
+  artifact.sha256.clear();
+  absl::StatusOr<Published> published = publisher_->Publish(neff_id_, artifact);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_EQ(published->entry.sha256(), Sha256Hex(bytes));
+  EXPECT_TRUE(absl::StrContains(published->entry.path(), Sha256Hex(bytes)));
+  absl::StatusOr<StoredEntry> stored = neff_->Find(neff_id_);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->entry.sha256(), Sha256Hex(bytes));
+}
+
 TEST_F(PublisherTest, WithoutTheLeaseNothingIsReadOrRemoved) {
   const std::string bytes = "artifact";
   const std::string staged = Stage("s1", bytes);

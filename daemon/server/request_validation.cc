@@ -47,9 +47,11 @@ absl::StatusOr<EntryKey> ValidatePublishRequest(
   absl::StatusOr<EntryKey> id = EntryKey::Parse(request.id());
   if (!id.ok()) return id.status();
   if (absl::Status s = ValidateLeaseId(request.lease_id()); !s.ok()) return s;
-  if (!IsSha256Hex(request.sha256())) {
+  // Optional: without it the daemon's digest of the bytes is the entry's
+  // (the client need not read a large NEFF a second time).
+  if (!request.sha256().empty() && !IsSha256Hex(request.sha256())) {
     return absl::InvalidArgumentError(
-        "sha256: must be 64 lowercase hex digits");
+        "sha256: must be 64 lowercase hex digits, or empty");
   }
   if (request.size() > limits.max_entry_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -17,12 +17,10 @@ namespace {
 // The daemon's own, read-only for it and the ranks' group.
 constexpr int kTierFileMode = 0440;
 
-// The file a tier copy is made from: the shared store's copy, opened as a
-// regular file within its recorded size, or the daemon's own open staged file.
+// The shared store's copy a tier copy is made from, opened as a regular
+// file within its recorded size.
 absl::StatusOr<UniqueFd> OpenTierSource(const std::string& from,
-                                        const v1::Entry& entry, bool shared,
-                                        Env* env) {
-  if (!shared) return env->Open(from, O_RDONLY);
+                                        const v1::Entry& entry, Env* env) {
   absl::StatusOr<RegularFile> file = OpenRegularFile(from, entry.size(), env);
   if (!file.ok()) return file.status();
   return std::move(file->fd);
@@ -258,48 +256,57 @@ absl::StatusOr<v1::Entry> LocalTier::Get(const EntryKey& id,
   return Localized(entry, name);
 }
 
-absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry,
-                             const std::string& source) {
+absl::Status LocalTier::Fill(const std::string& name, const v1::Entry& entry) {
   Env* const env = options_.env;
-  const std::string& from = source.empty() ? entry.path() : source;
+  const std::string& from = entry.path();
   // The shared copy must still be the verified regular file, or it is damage
   // (DataLoss: the caller re-checks it), never an open that blocks on a
-  // planted FIFO. A /proc/self/fd link (a staged file the daemon already
-  // holds open) names the open file itself: it must be followed.
-  absl::StatusOr<UniqueFd> in =
-      OpenTierSource(from, entry, source.empty(), env);
+  // planted FIFO.
+  absl::StatusOr<UniqueFd> in = OpenTierSource(from, entry, env);
   if (!in.ok()) return in.status();
   const std::string path = absl::StrCat(options_.dir, "/", name);
+  absl::StatusOr<TempCopy> copied = CopyToTemp(path, in->get(), from);
+  if (!copied.ok()) return copied.status();
+  filled_bytes_ += copied->content.size;
+  absl::Status status;
+  if (copied->content.size != entry.size() ||
+      copied->content.sha256 != entry.sha256()) {
+    status = absl::DataLossError(
+        absl::StrCat(from, " no longer matches its sha256 (",
+                     copied->content.sha256, " != ", entry.sha256(), ")"));
+  } else {
+    status = env->Rename(copied->tmp, path);
+  }
+  // No fsync, as for an adopted copy: a tier file from before a restart is
+  // hashed again before it is handed out (Get), so a power loss costs a
+  // refill, never a torn NEFF, while an fsync would cost the first rank of
+  // each host one disk flush per entry.
+  if (!status.ok()) (void)env->Unlink(copied->tmp);
+  return status;
+}
+
+absl::StatusOr<LocalTier::TempCopy> LocalTier::CopyToTemp(
+    const std::string& path, int in_fd, const std::string& from,
+    const CopyTee& tee) {
+  Env* const env = options_.env;
   const std::string dir = path.substr(0, path.rfind('/'));
   if (absl::Status s = MakeGroupDirs(dir, kTierDirMode, env); !s.ok()) {
     return s;
   }
-  const std::string tmp = absl::StrCat(
-      dir, "/", UniqueTempName(name.substr(name.rfind('/') + 1), "tier"));
-  absl::StatusOr<UniqueFd> out =
-      env->Open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, kTierFileMode);
+  TempCopy copy;
+  copy.tmp = absl::StrCat(
+      dir, "/", UniqueTempName(path.substr(path.rfind('/') + 1), "tier"));
+  absl::StatusOr<UniqueFd> out = env->Open(
+      copy.tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, kTierFileMode);
   if (!out.ok()) return out.status();
   absl::StatusOr<CopyResult> copied =
-      CopyAndHash(in->get(), out->get(), from, {env, tmp});
-  absl::Status status;
+      CopyAndHash(in_fd, out->get(), from, {env, copy.tmp}, tee);
   if (!copied.ok()) {
-    status = copied.status();
-  } else {
-    if (source.empty()) filled_bytes_ += copied->size;
-    if (copied->size != entry.size() || copied->sha256 != entry.sha256()) {
-      status = absl::DataLossError(
-          absl::StrCat(from, " no longer matches its sha256 (", copied->sha256,
-                       " != ", entry.sha256(), ")"));
-    } else {
-      status = env->Rename(tmp, path);
-    }
-    // No fsync, as for an adopted copy: a tier file from before a restart
-    // is hashed again before it is handed out (Get), so a power loss costs
-    // a refill, never a torn NEFF, while an fsync would cost the first rank
-    // of each host one disk flush per entry.
+    (void)env->Unlink(copy.tmp);
+    return copied.status();
   }
-  if (!status.ok()) (void)env->Unlink(tmp);
-  return status;
+  copy.content = *std::move(copied);
+  return copy;
 }
 
 bool LocalTier::AdoptOwn(const std::string& name, const v1::Entry& entry,
@@ -330,50 +337,70 @@ bool LocalTier::AdoptOwn(const std::string& name, const v1::Entry& entry,
   return true;
 }
 
-absl::StatusOr<UniqueFd> LocalTier::Ingest(const EntryKey& id,
-                                           const v1::Entry& entry,
+absl::StatusOr<UniqueFd> LocalTier::Ingest(const EntryKey& id, v1::Entry* entry,
                                            const std::string& staged_path,
-                                           int staged_fd) {
-  const std::string name = NameFor(id, entry.sha256());
-  const std::string path = absl::StrCat(options_.dir, "/", name);
-  Arrival arrival(this, name);
+                                           int staged_fd, const CopyTee& tee) {
   Env* const env = options_.env;
   struct stat verified;
   if (absl::Status s = env->Fstat(staged_fd, staged_path, &verified); !s.ok()) {
     return s;
   }
+  // The name carries the digest, which the request may have left to the
+  // daemon: known only once the bytes are hashed.
+  auto matches = [&](const CopyResult& content) -> absl::Status {
+    if (content.size != entry->size() ||
+        (!entry->sha256().empty() && content.sha256 != entry->sha256())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(staged_path, " hashes to ", content.sha256, " (",
+                       content.size, " bytes), not the entry's ",
+                       entry->sha256(), " (", entry->size(), " bytes)"));
+    }
+    entry->set_sha256(content.sha256);
+    return absl::OkStatus();
+  };
+  std::string name = NameFor(id, entry->sha256());
   if (verified.st_uid != geteuid()) {
     // Another user's file: the tier's copy is the daemon's own, made from
     // the verified inode (through the fd, with a fresh offset) and hashed
     // as it is copied: one pass, and nobody else can write what was hashed.
-    absl::Status filled =
-        Fill(name, entry, absl::StrCat("/proc/self/fd/", staged_fd));
-    if (!filled.ok()) {
-      return absl::IsDataLoss(filled)
-                 ? absl::InvalidArgumentError(filled.message())
-                 : filled;
+    const std::string from = absl::StrCat("/proc/self/fd/", staged_fd);
+    absl::StatusOr<UniqueFd> in = env->Open(from, O_RDONLY);
+    if (!in.ok()) return in.status();
+    absl::StatusOr<TempCopy> copied =
+        CopyToTemp(absl::StrCat(options_.dir, "/", name), in->get(), from, tee);
+    if (!copied.ok()) return copied.status();
+    absl::Status status = matches(copied->content);
+    name = NameFor(id, entry->sha256());
+    Arrival arrival(this, name);
+    if (status.ok()) {
+      status = env->Rename(copied->tmp, absl::StrCat(options_.dir, "/", name));
+    }
+    if (!status.ok()) {
+      (void)env->Unlink(copied->tmp);
+      return status;
     }
     (void)env->Unlink(staged_path);
-    Admit(name, entry.size(), /*handed_out=*/true, /*verified=*/true);
+    Admit(name, entry->size(), /*handed_out=*/true, /*verified=*/true);
   } else {
-    // The daemon's own: hashed in place, then renamed into the tier.
-    absl::StatusOr<CopyResult> hashed = CopyAndHash(staged_fd, -1, staged_path);
+    // The daemon's own: hashed in place (and copied to `tee` as it is
+    // read), then renamed into the tier.
+    absl::StatusOr<CopyResult> hashed =
+        CopyAndHash(staged_fd, tee.fd, staged_path, {env, tee.name});
     if (!hashed.ok()) return hashed.status();
-    if (hashed->size != entry.size() || hashed->sha256 != entry.sha256()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          staged_path, " hashes to ", hashed->sha256, " (", hashed->size,
-          " bytes), not the entry's ", entry.sha256()));
-    }
-    if (!AdoptOwn(name, entry, staged_path, staged_fd, verified)) {
+    if (absl::Status s = matches(*hashed); !s.ok()) return s;
+    name = NameFor(id, entry->sha256());
+    Arrival arrival(this, name);
+    if (!AdoptOwn(name, *entry, staged_path, staged_fd, verified)) {
       return absl::UnavailableError(
           absl::StrCat("could not adopt ", staged_path, " into the tier"));
     }
   }
-  absl::StatusOr<UniqueFd> copy = env->Open(path, O_RDONLY | O_NOFOLLOW);
+  absl::StatusOr<UniqueFd> copy =
+      env->Open(absl::StrCat(options_.dir, "/", name), O_RDONLY | O_NOFOLLOW);
   if (!copy.ok()) return copy.status();
   CopyResult content;
-  content.size = entry.size();
-  content.sha256 = entry.sha256();
+  content.size = entry->size();
+  content.sha256 = entry->sha256();
   RememberVerified(copy->get(), content);
   return copy;
 }

@@ -79,25 +79,27 @@ class LocalTier {
                                 bool* from_shared = nullptr);
 
   // A publish's staged file (`staged_fd`, open on `staged_path`, not yet
-  // read) made the tier's verified copy of `entry` in one pass over its
+  // read) made the tier's verified copy of `*entry` in one pass over its
   // bytes, before the shared store has it, so the publisher's host never
   // reads the entry back from the shared store: the daemon's own file is
   // hashed in place and then renamed into the tier, and only the very file
   // that was hashed, while it has no other name (if the path now names
   // another file, swapped after it was opened, or the file has a second
   // hard link, nothing is adopted); another user's is copied into a file
-  // of the daemon's, hashed as it is copied. Returns a read-only
-  // descriptor of the tier copy (offset 0), remembered as verified
-  // (store/digest.h RememberVerified) so that the store's copy of it is
-  // made by the kernel and not hashed again; the caller forgets it
-  // (ForgetVerified) once the store has its copy. Errors, and nothing is
-  // in the tier: InvalidArgument if the bytes do not match the entry's
-  // size and sha256 (the staged file is left for the caller), else the
-  // local disk's error (the staged file may be gone; `staged_fd` still
-  // reads it).
-  absl::StatusOr<UniqueFd> Ingest(const EntryKey& id, const v1::Entry& entry,
-                                  const std::string& staged_path,
-                                  int staged_fd);
+  // of the daemon's, hashed as it is copied. With a `tee`, the
+  // same pass writes every byte there too (the shared store's temp file:
+  // Store::PublishWritten), so that copy needs no read of its own. An
+  // empty entry->sha256() takes the digest of the bytes, whatever it is.
+  // Returns a read-only descriptor of the tier copy (offset 0), remembered
+  // as verified (store/digest.h RememberVerified) so that the store's copy
+  // of it is made by the kernel and not hashed again; the caller forgets it
+  // (ForgetVerified) once the store has its copy. Errors, and nothing is in
+  // the tier: InvalidArgument if the bytes do not match the entry's size
+  // and sha256 (the staged file is left for the caller), else the local
+  // disk's error (the staged file may be gone; `staged_fd` still reads it).
+  absl::StatusOr<UniqueFd> Ingest(const EntryKey& id, v1::Entry* entry,
+                                  const std::string& staged_path, int staged_fd,
+                                  const CopyTee& tee = {});
 
   // Drops every local copy of `id`.
   void Remove(const EntryKey& id);
@@ -124,10 +126,19 @@ class LocalTier {
 
   explicit LocalTier(LocalTierOptions options);
   std::string NameFor(const EntryKey& id, const std::string& sha256) const;
-  // Copies `source` (default: the shared artifact) into the tier as `name`
-  // (0440) if it matches the entry.
-  absl::Status Fill(const std::string& name, const v1::Entry& entry,
-                    const std::string& source = "");
+  // Copies the shared artifact into the tier as `name` (0440) if it
+  // matches the entry.
+  absl::Status Fill(const std::string& name, const v1::Entry& entry);
+  // A hashed copy of `in_fd` (named `from`) in a fresh temp file beside
+  // `path`, also written to `tee` if that names a file; the temp file is
+  // the caller's to rename or remove.
+  struct TempCopy {
+    std::string tmp;
+    CopyResult content;
+  };
+  absl::StatusOr<TempCopy> CopyToTemp(const std::string& path, int in_fd,
+                                      const std::string& from,
+                                      const CopyTee& tee = {});
   // Records `name` (handed out now, or never when `handed_out` is false);
   // a verified file's identity is read now.
   void Admit(const std::string& name, uint64_t size, bool handed_out,

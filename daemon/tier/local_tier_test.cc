@@ -152,7 +152,7 @@ TEST_F(LocalTierTest, ATierFileTornBeforeARestartIsRefilledNotServed) {
     auto tier = Open(1 << 20);
     const std::string staged = root_ + "/staged";
     UniqueFd fd = Stage(staged, "artifact bytes");
-    absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+    absl::StatusOr<UniqueFd> copy = tier->Ingest(id, &shared, staged, fd.get());
     ASSERT_TRUE(copy.ok()) << copy.status();
     ForgetVerified(copy->get());
     local = tier->Get(id, shared)->path();
@@ -171,7 +171,7 @@ TEST_F(LocalTierTest, IngestsAStagedFileAndRemovesEveryCopyOfAKey) {
   v1::Entry shared = Shared("k", "artifact bytes");
   const std::string staged = root_ + "/staged";
   UniqueFd fd = Stage(staged, "artifact bytes");
-  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, &shared, staged, fd.get());
   ASSERT_TRUE(copy.ok()) << copy.status();
   ForgetVerified(copy->get());
   EXPECT_FALSE(fs::exists(staged));
@@ -193,7 +193,7 @@ TEST_F(LocalTierTest, RefusesAStagedFileSwappedAfterTheStoreOpenedIt) {
   // verified the first file through its fd.
   fs::remove(staged);
   std::ofstream(staged, std::ios::binary) << "forged! bytes!";
-  EXPECT_FALSE(tier->Ingest(id, shared, staged, verified.get()).ok());
+  EXPECT_FALSE(tier->Ingest(id, &shared, staged, verified.get()).ok());
   EXPECT_FALSE(fs::exists(staged));
   EXPECT_EQ(tier->used_bytes(), 0u);
   ExpectFilledFromTheStore(*tier, id, shared);
@@ -207,7 +207,7 @@ TEST_F(LocalTierTest, RefusesAStagedFileWithAnotherHardLink) {
   UniqueFd fd = Stage(staged, "artifact bytes");
   // A second name through which the bytes could change after the publish.
   fs::create_hard_link(staged, root_ + "/kept");
-  EXPECT_FALSE(tier->Ingest(id, shared, staged, fd.get()).ok());
+  EXPECT_FALSE(tier->Ingest(id, &shared, staged, fd.get()).ok());
   EXPECT_EQ(Read(root_ + "/kept"), "artifact bytes");
   EXPECT_NE(ExpectFilledFromTheStore(*tier, id, shared), root_ + "/kept");
 }
@@ -222,7 +222,7 @@ TEST_F(LocalTierTest, AnotherUsersStagedFileIsCopiedNotAdopted) {
   const std::string staged = root_ + "/staged";
   UniqueFd fd = Stage(staged, "artifact bytes");
   ASSERT_EQ(chown(staged.c_str(), 65534, 65534), 0);  // nobody
-  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, &shared, staged, fd.get());
   ASSERT_TRUE(copy.ok()) << copy.status();
   ForgetVerified(copy->get());
   EXPECT_FALSE(fs::exists(staged));
@@ -240,9 +240,9 @@ TEST_F(LocalTierTest, AnotherUsersStagedFileIsCopiedNotAdopted) {
   UniqueFd forged = Stage(staged, "forged! bytes!");
   ASSERT_EQ(chown(staged.c_str(), 65534, 65534), 0);
   EntryKey other = *EntryKey::Parse("neff", "1", "k2");
+  v1::Entry claimed = Shared("k2", "artifact bytes");
   EXPECT_TRUE(absl::IsInvalidArgument(
-      tier->Ingest(other, Shared("k2", "artifact bytes"), staged, forged.get())
-          .status()));
+      tier->Ingest(other, &claimed, staged, forged.get()).status()));
   EXPECT_EQ(tier->used_bytes(), 14u);
 }
 
@@ -255,7 +255,7 @@ TEST_F(LocalTierTest, IngestHashesTheDaemonsOwnStagedFileOnceAndAdoptsIt) {
   v1::Entry shared = Shared("k", "artifact bytes");
   const std::string staged = root_ + "/staged";
   UniqueFd fd = Stage(staged, "artifact bytes");
-  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, &shared, staged, fd.get());
   ASSERT_TRUE(copy.ok()) << copy.status();
   EXPECT_FALSE(fs::exists(staged));
   absl::StatusOr<v1::Entry> got = tier->Get(id, shared);
@@ -283,7 +283,7 @@ TEST_F(LocalTierTest, IngestRefusesBytesThatDoNotMatchAndKeepsNothing) {
   v1::Entry shared = Shared("k", "artifact bytes");
   const std::string staged = root_ + "/staged";
   UniqueFd fd = Stage(staged, "forged! bytes!");
-  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, shared, staged, fd.get());
+  absl::StatusOr<UniqueFd> copy = tier->Ingest(id, &shared, staged, fd.get());
   EXPECT_TRUE(absl::IsInvalidArgument(copy.status())) << copy.status();
   EXPECT_TRUE(fs::exists(staged));  // the caller's to report and remove
   EXPECT_EQ(tier->used_bytes(), 0u);

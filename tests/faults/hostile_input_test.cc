@@ -3,7 +3,8 @@
 // grpc::GenericStub), the rest well-formed protobufs whose every field is at
 // an edge: empty, huge, NUL, "..", "/", absolute paths, symlinks, FIFOs and
 // hard links in the staging dir pointing outside the roots, a lease of
-// another client, zero, giant or lying sizes, wrong sha256. Each gets the
+// another client, zero, giant or lying sizes, wrong sha256 (or none, with a
+// lying size: an empty sha256 leaves the digest to the daemon). Each gets the
 // status its first bad field calls for (Expect: the code, and a message that
 // starts with the field's name), random bytes that do not parse get gRPC's
 // INTERNAL and those that do the status of the request they parse to,
@@ -100,7 +101,8 @@ Expected ExpectPublish(const v1::PublishRequest& r) {
   if (auto bad = BadLeaseId(r.lease_id())) return *bad;
   // Metadata bounds may be checked before the content's claims.
   std::vector<std::string> fields = {"metadata"};
-  if (!IsSha256Hex(r.sha256())) {
+  // An empty sha256 leaves the digest to the daemon (issue 30).
+  if (!r.sha256().empty() && !IsSha256Hex(r.sha256())) {
     fields.push_back("sha256");
     return Refused(grpc::StatusCode::INVALID_ARGUMENT, fields);
   }
@@ -382,6 +384,12 @@ TEST_F(HostileInputTest, TenThousandHostileRequestsGetAStatusAndChangeNothing) {
         }
         r.set_size(rng() % 2 ? Pick(rng, sizes) : r.inline_bytes().size());
         r.set_sha256(Pick(rng, shas));
+        if (r.sha256().empty() &&
+            r.content_case() == v1::PublishRequest::kInlineBytes) {
+          // Without a sha256 the size is the request's only claim about
+          // its content: it lies too.
+          r.set_size(r.inline_bytes().size() + 1);
+        }
         if (rng() % 8 == 0) (*r.mutable_metadata())[Pick(rng, tokens)] = huge;
         v1::PublishResponse out;
         s = stub_->Publish(&context, r, &out);
