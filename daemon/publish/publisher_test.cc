@@ -50,11 +50,13 @@ class PublisherTest : public ::testing::Test {
                                              locks_.get(), tier_.get());
   }
 
+  // A lock call's deadline: far enough that no call here reaches it.
+  static absl::Time Soon() { return absl::Now() + absl::Seconds(30); }
+
   // A lease on `id` for rank 0 of pid `pid`.
   std::string Lease(const EntryKey& id, int64_t pid = 100) {
     std::optional<LockEvent> event;
-    locks_->Acquire(id, HolderInfo{"this-host", pid, 0}, /*wait=*/false,
-                    absl::Now() + absl::Seconds(10),
+    locks_->Acquire(id, HolderInfo{"this-host", pid, 0}, /*wait=*/false, Soon(),
                     [&event](LockEvent e) { event = std::move(e); });
     EXPECT_TRUE(event.has_value() && event->outcome == LockOutcome::kGranted);
     return event.has_value() ? event->lease_id : "";
@@ -68,8 +70,7 @@ class PublisherTest : public ::testing::Test {
     bool lease_still_out ABSL_GUARDED_BY(mu) = false;
   };
   void Park(const EntryKey& id, Answer* answer) {
-    locks_->Acquire(id, HolderInfo{"this-host", 200, 1}, /*wait=*/true,
-                    absl::Now() + absl::Seconds(30),
+    locks_->Acquire(id, HolderInfo{"this-host", 200, 1}, /*wait=*/true, Soon(),
                     [this, id, answer](LockEvent e) {
                       absl::MutexLock lock(&answer->mu);
                       answer->lease_still_out = locks_->Held(id);
@@ -180,7 +181,7 @@ TEST_F(PublisherTest, WaitersAreAnsweredBeforeTheSharedStoreIsWritten) {
   const std::string bytes(128 << 10, 's');
   const std::string lease = Lease(neff_id_);
   locks_->Acquire(neff_id_, HolderInfo{"this-host", 200, 1}, /*wait=*/true,
-                  absl::Now() + absl::Seconds(30), [&env](LockEvent e) {
+                  Soon(), [&env](LockEvent e) {
                     EXPECT_EQ(e.outcome, LockOutcome::kReady);
                     env.answered.Notify();
                   });
@@ -241,8 +242,7 @@ TEST_F(PublisherTest, ALargeNeffIsAnsweredBeforeTheStoreIsDurable) {
   const std::string lease = Lease(neff_id_);
   std::string answered_path;
   locks_->Acquire(neff_id_, HolderInfo{"this-host", 200, 1}, /*wait=*/true,
-                  absl::Now() + absl::Seconds(30),
-                  [&env, &answered_path](LockEvent e) {
+                  Soon(), [&env, &answered_path](LockEvent e) {
                     EXPECT_EQ(e.outcome, LockOutcome::kReady);
                     answered_path = e.entry.path();
                     env.answered.Notify();
