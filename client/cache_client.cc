@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <map>
 #include <optional>
 
 #include "absl/strings/cord.h"
@@ -510,14 +509,10 @@ CacheResult CacheClient::Uncached(Call& call, WorkDir& dir,
                                   const CopyResult& content) {
   dir.Unmark();
   Count([](CacheCounters& c) { ++c.uncached; });
-  // The marker fingerprints the output; a result names its sha256, which
-  // no daemon computed for these bytes (off the published path).
-  std::string sha256 = content.sha256;
-  if (sha256.empty()) {
-    absl::StatusOr<CopyResult> hashed = HashFile(dir.output_path());
-    if (hashed.ok()) sha256 = hashed->sha256;
-  }
-  return CacheResult{dir.output_path(), content.size, sha256,
+  // No daemon hashed these bytes (the marker only fingerprints them).
+  absl::StatusOr<CopyResult> hashed = HashFile(dir.output_path());
+  return CacheResult{dir.output_path(), content.size,
+                     hashed.ok() ? hashed->sha256 : content.sha256,
                      CacheResult::Source::kUncached, call.fallback};
 }
 

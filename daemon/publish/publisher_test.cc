@@ -148,27 +148,32 @@ TEST_F(PublisherTest, WaitersGetTheLocalCopyWhileTheLeaseIsStillPinned) {
 }
 
 // Issue 30: this host's waiters are answered once the bytes are verified
-// and in the tier, before the shared store's copy is even written. The
-// store's Env holds the artifact's write until the waiter has its answer
-// (the old order, copy then answer, would never get past it).
-class HoldsTheArtifactWrite : public EnvWrapper {
+// and in the tier, before the shared store's copy is durable. The store's
+// Env holds a call on the artifact's temp file (`held`) until the waiter
+// has its answer (the wrong order would never get past it).
+class HoldsAnArtifactCall : public EnvWrapper {
  public:
-  HoldsTheArtifactWrite() : EnvWrapper(Env::Default()) {}
+  explicit HoldsAnArtifactCall(FsOp held)
+      : EnvWrapper(Env::Default()), held_(held) {}
   absl::Notification answered;
   std::atomic<bool> answered_first{false};
 
  protected:
   absl::Status BeforeCall(const FsCall& call) override {
-    if (call.op == FsOp::kWrite && absl::StrContains(call.path, ".neff.tmp.")) {
+    if (call.op == held_ && absl::StrContains(call.path, ".neff.tmp.")) {
       answered_first =
           answered.WaitForNotificationWithTimeout(absl::Seconds(20));
     }
     return absl::OkStatus();
   }
+
+ private:
+  const FsOp held_;
 };
 
 TEST_F(PublisherTest, WaitersAreAnsweredBeforeTheSharedStoreIsWritten) {
-  HoldsTheArtifactWrite env;
+  // Small: held before the store's copy is even written.
+  HoldsAnArtifactCall env(FsOp::kWrite);
   StoreOptions store;
   store.host_id = "this-host";
   store.root = root_ + "/slow-neff";
@@ -195,27 +200,6 @@ TEST_F(PublisherTest, WaitersAreAnsweredBeforeTheSharedStoreIsWritten) {
   EXPECT_EQ(stored->entry.sha256(), Sha256Hex(bytes));
 }
 
-// Issue 30: a large NEFF is read once, writing the tier's copy and the
-// store's at the same time; the waiters are answered before the store's
-// copy is durable (the store's Env holds the artifact's fsync until the
-// waiter has its answer), and the request may leave the digest to the
-// daemon.
-class HoldsTheArtifactSync : public EnvWrapper {
- public:
-  HoldsTheArtifactSync() : EnvWrapper(Env::Default()) {}
-  absl::Notification answered;
-  std::atomic<bool> answered_first{false};
-
- protected:
-  absl::Status BeforeCall(const FsCall& call) override {
-    if (call.op == FsOp::kSync && absl::StrContains(call.path, ".neff.tmp.")) {
-      answered_first =
-          answered.WaitForNotificationWithTimeout(absl::Seconds(20));
-    }
-    return absl::OkStatus();
-  }
-};
-
 std::string Varied(size_t size) {
   std::string bytes(size, '\0');
   for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(i * 31 + 7);
@@ -227,8 +211,13 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// Issue 30: a large NEFF is read once, writing the tier's copy and the
+// store's at the same time; the waiters are answered before the store's
+// copy is durable (the store's Env holds the artifact's fsync until the
+// waiter has its answer), and the request may leave the digest to the
+// daemon.
 TEST_F(PublisherTest, ALargeNeffIsAnsweredBeforeTheStoreIsDurable) {
-  HoldsTheArtifactSync env;
+  HoldsAnArtifactCall env(FsOp::kSync);
   StoreOptions store;
   store.host_id = "this-host";
   store.root = root_ + "/slow-neff";
