@@ -25,6 +25,30 @@
 namespace neffd {
 namespace {
 
+// Issue 30: this host's waiters are answered once the bytes are verified
+// and in the tier, before the shared store's copy is durable. The store's
+// Env holds a call on the artifact's temp file (`held`) until the waiter
+// has its answer (the wrong order would never get past it).
+class HoldsAnArtifactCall : public EnvWrapper {
+ public:
+  explicit HoldsAnArtifactCall(FsOp held)
+      : EnvWrapper(Env::Default()), held_(held) {}
+  absl::Notification answered;
+  std::atomic<bool> answered_first{false};
+
+ protected:
+  absl::Status BeforeCall(const FsCall& call) override {
+    if (call.op == held_ && absl::StrContains(call.path, ".neff.tmp.")) {
+      answered_first =
+          answered.WaitForNotificationWithTimeout(absl::Seconds(20));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const FsOp held_;
+};
+
 class PublisherTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -52,6 +76,24 @@ class PublisherTest : public ::testing::Test {
 
   // A lock call's deadline: far enough that no call here reaches it.
   static absl::Time Soon() { return absl::Now() + absl::Seconds(30); }
+
+  // Replaces the neff store, and the catalog and publisher over it, with
+  // one whose Env holds `held` on the artifact's temp file until answered.
+  HoldsAnArtifactCall& HoldStoreCall(FsOp held) {
+    publisher_.reset();
+    held_env_ = std::make_unique<HoldsAnArtifactCall>(held);
+    StoreOptions store;
+    store.host_id = "this-host";
+    store.root = root_ + "/slow-neff";
+    store.env = held_env_.get();
+    neff_ = *Store::Open(store);
+    catalog_ = std::make_unique<Catalog>(neff_.get(), hlo_.get(), index_.get());
+    PublisherOptions options;
+    options.host_id = "this-host";
+    publisher_ = std::make_unique<Publisher>(options, catalog_.get(),
+                                             locks_.get(), tier_.get());
+    return *held_env_;
+  }
 
   // A lease on `id` for rank 0 of pid `pid`.
   std::string Lease(const EntryKey& id, int64_t pid = 100) {
@@ -112,6 +154,7 @@ class PublisherTest : public ::testing::Test {
   std::string root_, staging_;
   const EntryKey neff_id_ = *EntryKey::Parse("neff", "2.19", "graph1");
   const EntryKey hlo_id_ = *EntryKey::Parse("hlo", "2.19", "module1");
+  std::unique_ptr<HoldsAnArtifactCall> held_env_;  // outlives the store
   std::unique_ptr<Store> neff_, hlo_;
   std::unique_ptr<Index> index_;
   std::unique_ptr<Catalog> catalog_;
@@ -147,42 +190,9 @@ TEST_F(PublisherTest, WaitersGetTheLocalCopyWhileTheLeaseIsStillPinned) {
   EXPECT_FALSE(std::filesystem::exists(staged));  // adopted by the tier
 }
 
-// Issue 30: this host's waiters are answered once the bytes are verified
-// and in the tier, before the shared store's copy is durable. The store's
-// Env holds a call on the artifact's temp file (`held`) until the waiter
-// has its answer (the wrong order would never get past it).
-class HoldsAnArtifactCall : public EnvWrapper {
- public:
-  explicit HoldsAnArtifactCall(FsOp held)
-      : EnvWrapper(Env::Default()), held_(held) {}
-  absl::Notification answered;
-  std::atomic<bool> answered_first{false};
-
- protected:
-  absl::Status BeforeCall(const FsCall& call) override {
-    if (call.op == held_ && absl::StrContains(call.path, ".neff.tmp.")) {
-      answered_first =
-          answered.WaitForNotificationWithTimeout(absl::Seconds(20));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  const FsOp held_;
-};
-
 TEST_F(PublisherTest, WaitersAreAnsweredBeforeTheSharedStoreIsWritten) {
   // Small: held before the store's copy is even written.
-  HoldsAnArtifactCall env(FsOp::kWrite);
-  StoreOptions store;
-  store.host_id = "this-host";
-  store.root = root_ + "/slow-neff";
-  store.env = &env;
-  std::unique_ptr<Store> neff = *Store::Open(store);
-  Catalog catalog(neff.get(), hlo_.get(), index_.get());
-  PublisherOptions options;
-  options.host_id = "this-host";
-  Publisher publisher(options, &catalog, locks_.get(), tier_.get());
+  HoldsAnArtifactCall& env = HoldStoreCall(FsOp::kWrite);
   const std::string bytes(128 << 10, 's');
   const std::string lease = Lease(neff_id_);
   locks_->Acquire(neff_id_, HolderInfo{"this-host", 200, 1}, /*wait=*/true,
@@ -191,11 +201,11 @@ TEST_F(PublisherTest, WaitersAreAnsweredBeforeTheSharedStoreIsWritten) {
                     env.answered.Notify();
                   });
   absl::StatusOr<Published> published =
-      publisher.Publish(neff_id_, Staged(lease, Stage("s1", bytes), bytes));
+      publisher_->Publish(neff_id_, Staged(lease, Stage("s1", bytes), bytes));
   ASSERT_TRUE(published.ok()) << published.status();
   EXPECT_TRUE(env.answered_first);
   EXPECT_TRUE(env.answered.HasBeenNotified());
-  absl::StatusOr<StoredEntry> stored = neff->Find(neff_id_);
+  absl::StatusOr<StoredEntry> stored = neff_->Find(neff_id_);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->entry.sha256(), Sha256Hex(bytes));
 }
@@ -217,16 +227,7 @@ std::string ReadFile(const std::string& path) {
 // waiter has its answer), and the request may leave the digest to the
 // daemon.
 TEST_F(PublisherTest, ALargeNeffIsAnsweredBeforeTheStoreIsDurable) {
-  HoldsAnArtifactCall env(FsOp::kSync);
-  StoreOptions store;
-  store.host_id = "this-host";
-  store.root = root_ + "/slow-neff";
-  store.env = &env;
-  std::unique_ptr<Store> neff = *Store::Open(store);
-  Catalog catalog(neff.get(), hlo_.get(), index_.get());
-  PublisherOptions options;
-  options.host_id = "this-host";
-  Publisher publisher(options, &catalog, locks_.get(), tier_.get());
+  HoldsAnArtifactCall& env = HoldStoreCall(FsOp::kSync);
   const std::string bytes = Varied((3 << 20) + 5);
   const std::string lease = Lease(neff_id_);
   std::string answered_path;
@@ -238,14 +239,14 @@ TEST_F(PublisherTest, ALargeNeffIsAnsweredBeforeTheStoreIsDurable) {
                   });
   Artifact artifact = Staged(lease, Stage("big", bytes), bytes);
   artifact.sha256.clear();  // the daemon's digest names the entry
-  absl::StatusOr<Published> published = publisher.Publish(neff_id_, artifact);
+  absl::StatusOr<Published> published = publisher_->Publish(neff_id_, artifact);
   ASSERT_TRUE(published.ok()) << published.status();
   EXPECT_TRUE(env.answered_first);
   EXPECT_EQ(published->entry.sha256(), Sha256Hex(bytes));
   EXPECT_EQ(answered_path, published->entry.path());
   EXPECT_TRUE(absl::StartsWith(answered_path, root_ + "/tier/"));
   EXPECT_TRUE(ReadFile(answered_path) == bytes);
-  absl::StatusOr<StoredEntry> stored = neff->Find(neff_id_);
+  absl::StatusOr<StoredEntry> stored = neff_->Find(neff_id_);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->entry.sha256(), Sha256Hex(bytes));
   EXPECT_TRUE(ReadFile(stored->entry.path()) == bytes);
