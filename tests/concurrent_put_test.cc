@@ -41,6 +41,7 @@ TEST(ConcurrentPutTest, SixtyFourPutsOfOneKeyPublishExactlyOnce) {
       ADD_FAILURE() << "put " << i << " printed: " << out;
     }
   }
+  if (HasFailure()) ADD_FAILURE() << "daemon: " << daemon.process().Stderr();
   EXPECT_EQ(published, 1);
   EXPECT_EQ(already_cached, kPuts - 1);
   ASSERT_GE(winner, 0);

@@ -10,7 +10,10 @@
 
 namespace neffd::test_support {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// The TSan config undefines __SANITIZE_THREAD__ (see .bazelrc) and says
+// NEFFD_TSAN instead.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
+    defined(NEFFD_TSAN)
 inline constexpr bool kSanitizedBuild = true;
 #else
 inline constexpr bool kSanitizedBuild = false;
