@@ -36,11 +36,19 @@ class Lease {
  public:
   virtual ~Lease() = default;
 
+  // What becomes of the published file at `path`.
+  enum class FileAfterPublish {
+    kKept,        // stays at `path`, whatever happens
+    kMayBeTaken,  // may be gone after a successful publish (moved into the
+                  // cache instead of copied); back at `path` on any error
+  };
+
   // Installs the whole file `path` (with `content`'s size and sha256) as the
   // entry, with `metadata` in its done record, and ends the lease.
   virtual absl::StatusOr<v1::Entry> Publish(
       const std::string& path, const CopyResult& content,
-      const std::map<std::string, std::string>& metadata) = 0;
+      const std::map<std::string, std::string>& metadata,
+      FileAfterPublish after) = 0;
 
   // Records a deterministic compile failure with the compiler's `log` and
   // ends the lease; returns the failure as waiters see it (with its

@@ -170,6 +170,13 @@ PublishMetadata WithCompileTime(
   return out;
 }
 
+// A published output goes with its work directory unless the artifacts are
+// preserved: the daemon may take the file itself, not a copy of it.
+Lease::FileAfterPublish OutputAfterPublish(const CacheClientOptions& options) {
+  return options.preserve_artifacts ? Lease::FileAfterPublish::kKept
+                                    : Lease::FileAfterPublish::kMayBeTaken;
+}
+
 }  // namespace
 
 std::unique_ptr<CacheClient> CacheClient::FromEnvironment(
@@ -542,7 +549,8 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
   if (!content.ok()) return content.status();
   absl::StatusOr<v1::Entry> entry =
       lease->Publish(dir->output_path(), *content,
-                     WithCompileTime(call.metadata, call.compile_time));
+                     WithCompileTime(call.metadata, call.compile_time),
+                     OutputAfterPublish(options_));
   if (entry.ok()) {
     return Finish(
         call, *dir,
@@ -576,7 +584,8 @@ absl::StatusOr<CacheResult> CacheClient::CompileThenTryPublish(Call& call) {
   if (answer.ok() && answer->outcome == v1::LockResponse::GRANTED) {
     absl::StatusOr<v1::Entry> entry = answer->lease->Publish(
         dir->output_path(), *content,
-        WithCompileTime(call.metadata, call.compile_time));
+        WithCompileTime(call.metadata, call.compile_time),
+        OutputAfterPublish(options_));
     if (entry.ok()) {
       return Finish(
           call, *dir,

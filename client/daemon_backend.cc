@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/daemon_channel.h"
+#include "client/staged_output.h"
 #include "grpcpp/grpcpp.h"
 #include "store/file_util.h"
 #include "store/liveness.h"
@@ -115,37 +117,43 @@ class DaemonBackend::DaemonLease : public Lease {
 
   absl::StatusOr<v1::Entry> Publish(
       const std::string& path, const CopyResult& content,
-      const std::map<std::string, std::string>& metadata) override {
+      const std::map<std::string, std::string>& metadata,
+      FileAfterPublish after) override {
     v1::PublishRequest request;
     request.set_lease_id(lease_.lease_id());
     *request.mutable_id() = id_.ToProto();
     request.set_size(content.size);
     request.set_sha256(content.sha256);
     request.mutable_metadata()->insert(metadata.begin(), metadata.end());
-    std::string staged;
+    std::optional<StagedOutput> staged;
     if (id_.ns() == Namespace::kHlo &&
         content.size <= backend_->options_.max_inline_bytes) {
       absl::StatusOr<std::string> bytes = ReadSmallFile(path, content.size);
       if (!bytes.ok()) return bytes.status();
       request.set_inline_bytes(*std::move(bytes));
     } else {
-      absl::StatusOr<std::string> copy = Stage(path, content);
-      if (!copy.ok()) return copy.status();
-      staged = *copy;
-      request.set_staged_path(staged);
+      // Not hashed here: the daemon hashes the staged bytes as it reads
+      // them (and checks them against a sha256 the request carries).
+      absl::StatusOr<StagedOutput> stage = StagedOutput::Stage(
+          path, content.size,
+          absl::StrCat(lease_.staging_dir(), "/", StagedName(id_)),
+          after == FileAfterPublish::kMayBeTaken);
+      if (!stage.ok()) return stage.status();
+      staged = *std::move(stage);
+      request.set_staged_path(staged->staged_path());
     }
     v1::PublishResponse response;
     grpc::Status status = backend_->stub_->Publish(
         ContextWithTimeout(backend_->options_.publish_timeout).get(), request,
         &response);
-    if (!staged.empty()) unlink(staged.c_str());  // the daemon's, if it ran
+    if (staged.has_value()) staged->Finish(status.ok());
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
         content.sha256.empty() &&
         absl::StartsWith(status.error_message(), "sha256:")) {
       // A daemon from before the digest was optional: hash, and ask again.
       absl::StatusOr<CopyResult> hashed = HashFile(path);
       if (!hashed.ok()) return hashed.status();
-      return Publish(path, *hashed, metadata);
+      return Publish(path, *hashed, metadata, after);
     }
     if (!status.ok()) return Error(status, "Publish");
     resolved_ = true;
@@ -237,32 +245,6 @@ class DaemonBackend::DaemonLease : public Lease {
 
   absl::Status Error(const grpc::Status& status, absl::string_view call) {
     return FromGrpc(status, backend_->options_.address, call);
-  }
-
-  // Copies `path` into the staging directory; returns the copy's path. The
-  // bytes are not hashed here: the daemon hashes them as it copies the
-  // staged file (and checks them against `content`'s sha256 if it has
-  // one), and a pass of SHA-256 here would sit on every publish's critical
-  // path.
-  absl::StatusOr<std::string> Stage(const std::string& path,
-                                    const CopyResult& content) {
-    UniqueFd in(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!in.valid()) return absl::ErrnoToStatus(errno, "opening " + path);
-    const std::string staged =
-        absl::StrCat(lease_.staging_dir(), "/", StagedName(id_));
-    UniqueFd out(open(staged.c_str(),
-                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                      0640));
-    if (!out.valid()) return absl::ErrnoToStatus(errno, "staging " + staged);
-    absl::StatusOr<uint64_t> copied =
-        CopyFileContents(in.get(), out.get(), path);
-    if (!copied.ok() || *copied != content.size) {
-      unlink(staged.c_str());
-      return copied.ok() ? absl::DataLossError(absl::StrCat(
-                               path, " changed after it was compiled"))
-                         : copied.status();
-    }
-    return staged;
   }
 
   DaemonBackend* const backend_;

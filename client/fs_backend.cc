@@ -18,7 +18,9 @@ class FilesystemBackend::FsLease : public Lease {
 
   absl::StatusOr<v1::Entry> Publish(
       const std::string& path, const CopyResult& content,
-      const std::map<std::string, std::string>& metadata) override {
+      const std::map<std::string, std::string>& metadata,
+      FileAfterPublish) override {
+    // The store makes its own copy (in the kernel): the file stays.
     UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid()) return absl::ErrnoToStatus(errno, "opening " + path);
     absl::StatusOr<PublishResult> published = store_->PublishFromFd(

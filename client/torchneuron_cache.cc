@@ -242,7 +242,8 @@ void TorchNeuronCache::PublishThrough(Lease& lease, const EntryKey& id,
                                       const std::string& path,
                                       absl::string_view neff) {
   const CopyResult content{neff.size(), Sha256Hex(neff)};
-  absl::StatusOr<v1::Entry> entry = lease.Publish(path, content, {});
+  absl::StatusOr<v1::Entry> entry =
+      lease.Publish(path, content, {}, Lease::FileAfterPublish::kKept);
   if (!entry.ok()) {
     client_->Warn(absl::StrCat("publishing ", id.Canonical(),
                                " to neffd: ", entry.status().message(), "; ",
