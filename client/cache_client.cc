@@ -467,7 +467,7 @@ absl::StatusOr<CopyResult> CacheClient::RunCompile(Call& call, WorkDir& dir,
   });
   switch (result.kind) {
     case CompileResult::Kind::kOk:
-      return dir.MarkComplete(id);
+      return dir.Output();
     case CompileResult::Kind::kCompilerError: {
       if (result.log.empty()) {
         result.log =
@@ -558,8 +558,9 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
   }
   if (absl::IsFailedPrecondition(entry.status()) ||
       absl::IsUnavailable(entry.status())) {
-    // The lease is gone (revoked, or its daemon died). The output stays
-    // marked whole in the working directory for the next holder.
+    // The lease is gone (revoked, or its daemon died). The output stays in
+    // the working directory, marked whole, for the next holder.
+    (void)dir->MarkComplete(call.id);
     return std::nullopt;
   }
   Warn(absl::StrCat("publishing ", call.id.Canonical(), ": ",

@@ -183,15 +183,28 @@ absl::Status WorkDir::Clear() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CopyResult> WorkDir::MarkComplete(const EntryKey& id) {
+absl::StatusOr<UniqueFd> WorkDir::OpenOutput(struct stat* st) const {
   UniqueFd fd(open(output_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  struct stat st;
-  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (!fd.valid() || fstat(fd.get(), st) != 0 || !S_ISREG(st->st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "compile_fn reported success but left no file at ", output_));
   }
+  return fd;
+}
+
+absl::StatusOr<CopyResult> WorkDir::Output() const {
+  struct stat st;
+  absl::StatusOr<UniqueFd> fd = OpenOutput(&st);
+  if (!fd.ok()) return fd.status();
+  return CopyResult{static_cast<uint64_t>(st.st_size), ""};
+}
+
+absl::StatusOr<CopyResult> WorkDir::MarkComplete(const EntryKey& id) {
+  struct stat st;
+  absl::StatusOr<UniqueFd> fd = OpenOutput(&st);
+  if (!fd.ok()) return fd.status();
   absl::StatusOr<std::pair<uint64_t, std::string>> fingerprint =
-      Fingerprint(fd.get(), output_);
+      Fingerprint(fd->get(), output_);
   if (!fingerprint.ok()) return fingerprint.status();
   // Not fsynced: CompleteOutput re-hashes the output against the marker, so
   // a marker that outlives a torn output after a power loss is harmless.

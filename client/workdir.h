@@ -8,7 +8,8 @@
 //       module.neff | module.hlo.pb   the output compile_fn writes
 //       log-neuron-cc.txt, compiler_args.txt, metadata.txt, ...
 //       .neffd-complete               "ns version key size xxh3:{hex}":
-//                                     the output is whole (written last)
+//                                     the output is whole (written when a
+//                                     lease ends before it was published)
 //
 // A process owns the directory while it holds an exclusive flock on it, so
 // on one host at most one compile of a key runs in it, whichever way the key
@@ -69,10 +70,14 @@ class WorkDir {
   // Removes everything inside the directory.
   absl::Status Clear();
 
-  // Fingerprints the output (XXH3-128, not the sha256: the daemon or the
-  // store computes that as it copies) and records that it is whole; returns
-  // its size, with an empty sha256. FailedPrecondition if compile_fn left
-  // no regular file at output_path().
+  // The output's size, with an empty sha256 (the daemon or the store
+  // computes that as it copies). FailedPrecondition if compile_fn left no
+  // regular file at output_path().
+  absl::StatusOr<CopyResult> Output() const;
+  // As Output(), and records that the output is whole, fingerprinted
+  // (XXH3-128), for the next holder of the key: called when a lease ends
+  // before its output was published, not on every compile (a pass over a
+  // large NEFF that a publish that succeeds does not need).
   absl::StatusOr<CopyResult> MarkComplete(const EntryKey& id);
   // Removes the marker (the output has been published).
   void Unmark();
@@ -82,6 +87,7 @@ class WorkDir {
 
  private:
   WorkDir(std::string path, Namespace ns, FileLock lock, bool is_private);
+  absl::StatusOr<UniqueFd> OpenOutput(struct stat* st) const;
 
   std::string path_;
   std::string output_;
