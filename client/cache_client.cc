@@ -90,6 +90,25 @@ CacheResult FromEntry(const v1::Entry& entry, CacheResult::Source source,
                      fallback};
 }
 
+// The caller's metadata plus, when this call compiled, how long it took.
+PublishMetadata WithCompileTime(
+    const PublishMetadata& metadata,
+    const std::optional<absl::Duration>& compile_time) {
+  PublishMetadata out = metadata;
+  if (compile_time.has_value()) {
+    out[kCompileMsMetadata] =
+        absl::StrCat(absl::ToInt64Milliseconds(*compile_time));
+  }
+  return out;
+}
+
+// A published output goes with its work directory unless the artifacts are
+// preserved: the daemon may take the file itself, not a copy of it.
+Lease::FileAfterPublish OutputAfterPublish(const CacheClientOptions& options) {
+  return options.preserve_artifacts ? Lease::FileAfterPublish::kKept
+                                    : Lease::FileAfterPublish::kMayBeTaken;
+}
+
 }  // namespace
 
 CompileResult CompileResult::FromWaitStatus(int wait_status, std::string log) {
@@ -155,29 +174,6 @@ struct CacheClient::Call {
   // remove cheap entries first. Unknown for adopted outputs.
   std::optional<absl::Duration> compile_time;
 };
-
-namespace {
-
-// The caller's metadata plus, when this call compiled, how long it took.
-PublishMetadata WithCompileTime(
-    const PublishMetadata& metadata,
-    const std::optional<absl::Duration>& compile_time) {
-  PublishMetadata out = metadata;
-  if (compile_time.has_value()) {
-    out[kCompileMsMetadata] =
-        absl::StrCat(absl::ToInt64Milliseconds(*compile_time));
-  }
-  return out;
-}
-
-// A published output goes with its work directory unless the artifacts are
-// preserved: the daemon may take the file itself, not a copy of it.
-Lease::FileAfterPublish OutputAfterPublish(const CacheClientOptions& options) {
-  return options.preserve_artifacts ? Lease::FileAfterPublish::kKept
-                                    : Lease::FileAfterPublish::kMayBeTaken;
-}
-
-}  // namespace
 
 std::unique_ptr<CacheClient> CacheClient::FromEnvironment(
     const std::string& address) {
