@@ -1,7 +1,5 @@
 #include "client/cache_client.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,26 +27,12 @@ namespace {
 constexpr char kFailurePayload[] = "type.googleapis.com/neffd.v1.Failure";
 constexpr char kWorkdirPayload[] = "neffd/workdir";
 constexpr int kMaxAttempts = 8;
-constexpr size_t kMaxLogBytes = 1 << 20;
 constexpr absl::Duration kMetricsInterval = absl::Seconds(1);
 
 std::string HostName() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   return host;
-}
-
-// The last `max` bytes of a log file; empty if there is none.
-std::string ReadLogTail(const std::string& path, size_t max) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  struct stat st;
-  if (!fd.valid() || fstat(fd.get(), &st) != 0) return "";
-  const off_t start =
-      st.st_size > static_cast<off_t>(max) ? st.st_size - max : 0;
-  std::string out(st.st_size - start, '\0');
-  ssize_t n = pread(fd.get(), out.data(), out.size(), start);
-  out.resize(n > 0 ? n : 0);
-  return out;
 }
 
 // The last few lines of a log, for a one-paragraph error message.
@@ -466,8 +450,7 @@ absl::StatusOr<CopyResult> CacheClient::RunCompile(Call& call, WorkDir& dir,
       return dir.Output();
     case CompileResult::Kind::kCompilerError: {
       if (result.log.empty()) {
-        result.log =
-            ReadLogTail(dir.path() + "/log-neuron-cc.txt", kMaxLogBytes);
+        result.log = dir.CompilerLogTail();
       }
       v1::Failure failure;
       failure.set_log(result.log);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -218,6 +219,19 @@ absl::StatusOr<CopyResult> WorkDir::MarkComplete(const EntryKey& id) {
     return s;
   }
   return CopyResult{fingerprint->first, ""};
+}
+
+std::string WorkDir::CompilerLogTail() const {
+  constexpr off_t kMaxLogBytes = 1 << 20;
+  UniqueFd fd(open(absl::StrCat(path_, "/log-neuron-cc.txt").c_str(),
+                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || fstat(fd.get(), &st) != 0) return "";
+  const off_t start = std::max<off_t>(st.st_size - kMaxLogBytes, 0);
+  std::string out(st.st_size - start, '\0');
+  const ssize_t n = pread(fd.get(), out.data(), out.size(), start);
+  out.resize(n > 0 ? n : 0);
+  return out;
 }
 
 void WorkDir::Unmark() { unlink(absl::StrCat(path_, "/", kMarker).c_str()); }

@@ -67,6 +67,9 @@ class WorkDir {
   // matches it).
   std::optional<CopyResult> CompleteOutput(const EntryKey& id) const;
 
+  // The last 1 MiB of log-neuron-cc.txt; empty if there is none.
+  std::string CompilerLogTail() const;
+
   // Removes everything inside the directory.
   absl::Status Clear();
 
