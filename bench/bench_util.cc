@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,6 +103,16 @@ std::string NowUtc() {
   return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(),
                           absl::UTCTimeZone());
 }
+
+double CpuSeconds(pid_t pid) {
+  clockid_t clock;
+  struct timespec ts;
+  if (clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0)
+    return -1;
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double SelfCpuSeconds() { return CpuSeconds(getpid()); }
 
 double RssMiB(pid_t pid) {
   std::string rss =

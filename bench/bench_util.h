@@ -39,6 +39,14 @@ std::string NowUtc();
 // VmRSS of `pid` in MiB, or -1.
 double RssMiB(pid_t pid);
 
+// CPU seconds (user + system, every thread, exited ones included) that
+// process `pid` has used so far, from its CPU-time clock: nanoseconds, where
+// /proc/<pid>/stat counts 10 ms ticks, which a 2 ms figure cannot be read
+// from. -1 if the process is gone.
+double CpuSeconds(pid_t pid);
+// The same for this process.
+double SelfCpuSeconds();
+
 // Waits (polling every 1 ms, at most `timeout`) until the gRPC health
 // service at unix `socket_path` answers SERVING. False on timeout.
 bool WaitServing(const std::string& socket_path, absl::Duration timeout);

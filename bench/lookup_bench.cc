@@ -68,30 +68,6 @@ struct RunResult {
   double server_cpu_us, client_cpu_us;
 };
 
-// User + system CPU seconds of process `pid` so far.
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), {});
-  // Fields after the parenthesised command name; utime and stime are the
-  // 14th and 15th fields of the line.
-  std::vector<std::string> f =
-      absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
-  double ticks = 0;
-  for (int i : {11, 12}) {
-    double v = 0;
-    if (i < static_cast<int>(f.size()) && absl::SimpleAtod(f[i], &v))
-      ticks += v;
-  }
-  return ticks / sysconf(_SC_CLK_TCK);
-}
-
-double SelfCpuSeconds() {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
-         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 // One client thread's call, made over its own stub; false if it failed.
 using Call = std::function<bool()>;
 
@@ -173,13 +149,13 @@ RunResult Measure(int clients, absl::Duration duration, pid_t server,
     });
   }
   while (ready.load() < clients) absl::SleepFor(absl::Milliseconds(1));
-  const double server_cpu0 = ProcessCpuSeconds(server);
-  const double client_cpu0 = SelfCpuSeconds();
+  const double server_cpu0 = bench::CpuSeconds(server);
+  const double client_cpu0 = bench::SelfCpuSeconds();
   end = Clock::now() + absl::ToChronoNanoseconds(duration);
   go.Notify();
   for (auto& t : threads) t.join();
-  const double server_cpu = ProcessCpuSeconds(server) - server_cpu0;
-  const double client_cpu = SelfCpuSeconds() - client_cpu0;
+  const double server_cpu = bench::CpuSeconds(server) - server_cpu0;
+  const double client_cpu = bench::SelfCpuSeconds() - client_cpu0;
   if (failed) {
     std::fprintf(stderr, "a call failed or a lookup was not a hit\n");
     std::exit(1);

@@ -7,13 +7,14 @@
 // interleaved and rotated so none always runs first:
 //   - end to end through the client library (compile_fn returns ->
 //     GetOrCompile returns: the client's hash and staging, Publish, the
-//     daemon's store copy and fsyncs), with the daemon's CPU (utime + stime
-//     of /proc/<pid>/stat across the whole GetOrCompile, Lock included) and
-//     the client process's own (getrusage);
+//     daemon's store copy and fsyncs), with the daemon's CPU (its process
+//     CPU clock across the whole GetOrCompile, Lock included) and the
+//     client process's own;
 //   - the Publish RPC alone of an already staged file (Lock not timed), with
 //     the daemon's CPU across it.
-// CPU clocks tick every 10 ms, so CPU figures are means over all runs (the
-// sum of the per-call deltas divided by the runs), not medians.
+// CPU figures are read from the processes' CPU-time clocks (nanoseconds;
+// bench_util.h) and reported as means over all runs: they include the
+// daemon's background work (heartbeats, index flushes) during the run.
 //
 // Thread-compatible; exits the process with a message on any failure.
 #ifndef NEFFD_BENCH_PUBLISH_SMALL_H_

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 
 namespace neffd::bench {
 namespace {
@@ -25,17 +26,6 @@ test_support::CommandResult JsonStats(test_support::DaemonProcess& daemon) {
   return test_support::RunCommand({test_support::Runfile("client/neffctl"),
                                    "--address=" + daemon.address(), "--json",
                                    "stats"});
-}
-
-double CpuSeconds(pid_t pid) {
-  std::string stat =
-      test_support::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::vector<std::string> f =
-      absl::StrSplit(stat.substr(close + 2), ' ', absl::SkipEmpty());
-  if (f.size() < 13) return 0;
-  return (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
 }
 
 // Bytes the process has passed through read(2) so far, from any file or
