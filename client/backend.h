@@ -1,7 +1,7 @@
 // client/backend.h (internal to the client library)
 //
-// The get-or-compile protocol (Lookup, Lock, then Publish or give the lease
-// back) has two implementations: DaemonBackend speaks to neffd over gRPC;
+// The get-or-compile protocol (Lookup and Lock, then Publish or give the
+// lease back) has two implementations: DaemonBackend speaks to neffd over gRPC;
 // FilesystemBackend runs it directly on the cache directories (fallback mode:
 // flock on the daemon's lock files, atomic publish through store/'s
 // Store). CacheClient drives either one the same way.
@@ -61,6 +61,9 @@ struct LockAnswer {
   std::unique_ptr<Lease> lease;  // GRANTED
   v1::Entry entry;               // READY
   v1::Failure failure;           // FAILED
+  // READY or FAILED from what was recorded when asked: a Lookup would have
+  // said HIT or FAILED; nobody was waited for.
+  bool at_once = false;
 };
 
 class Backend {
@@ -74,6 +77,15 @@ class Backend {
   // wait is zero) TIMED_OUT / BUSY.
   virtual absl::StatusOr<LockAnswer> Lock(const EntryKey& id,
                                           absl::Duration wait) = 0;
+
+  // Lookup, then Lock on a miss, as one call (get-or-compile): an entry or
+  // failure already recorded is READY or FAILED with `at_once`, and counts
+  // as a Lookup wherever lookups are counted. Lock answers recorded entries
+  // first anyway, so by default this is Lock.
+  virtual absl::StatusOr<LockAnswer> LookupOrLock(const EntryKey& id,
+                                                  absl::Duration wait) {
+    return Lock(id, wait);
+  }
 };
 
 }  // namespace neffd

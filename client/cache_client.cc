@@ -392,23 +392,23 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::Attempt(Call& call) {
     if (!own.ok()) return own.status();
     return *own;
   };
-  absl::StatusOr<v1::LookupResponse> found = LookupEntry(call);
-  if (!found.ok()) return unusable(found.status());
-  if (found->result() == v1::LookupResponse::HIT) {
-    Count([](CacheCounters& c) { ++c.hits; });
-    return FromEntry(found->entry(), CacheResult::Source::kHit, call.fallback);
-  }
-  if (found->result() == v1::LookupResponse::FAILED) {
-    Count([](CacheCounters& c) { ++c.failures; });
-    return CompileFailedStatus(call.id, found->failure(), "");
-  }
-
+  // The lookup and the lock are one call: one round trip fewer on a miss,
+  // and in an SPMD step the rank that compiles is not queued behind the
+  // other ranks' lookups.
   const absl::Time start = options_.env->Now();
-  absl::StatusOr<LockAnswer> answer = WithFallback<LockAnswer>(
-      call, [&](Backend& b) { return b.Lock(call.id, options_.lock_timeout); });
-  const double waited = absl::ToDoubleSeconds(options_.env->Now() - start);
-  Count([&](CacheCounters& c) { c.wait_seconds += waited; });
+  absl::StatusOr<LockAnswer> answer =
+      WithFallback<LockAnswer>(call, [&](Backend& b) {
+        return b.LookupOrLock(call.id, options_.lock_timeout);
+      });
   if (!answer.ok()) return unusable(answer.status());
+  if (answer->at_once && answer->outcome == v1::LockResponse::READY) {
+    Count([](CacheCounters& c) { ++c.hits; });
+    return FromEntry(answer->entry, CacheResult::Source::kHit, call.fallback);
+  }
+  if (!answer->at_once) {
+    const double waited = absl::ToDoubleSeconds(options_.env->Now() - start);
+    Count([&](CacheCounters& c) { c.wait_seconds += waited; });
+  }
   switch (answer->outcome) {
     case v1::LockResponse::GRANTED:
       return CompileUnderLease(call, std::move(answer->lease));
@@ -517,12 +517,15 @@ absl::StatusOr<std::optional<CacheResult>> CacheClient::CompileUnderLease(
     return *own;
   }
   // Whoever had the directory may have published the entry meanwhile (a
-  // lease that outlived its daemon, adopted by another rank).
-  absl::StatusOr<v1::LookupResponse> found = LookupEntry(call);
-  if (found.ok() && found->result() == v1::LookupResponse::HIT) {
-    Count([](CacheCounters& c) { ++c.waits; });
-    return FromEntry(found->entry(), CacheResult::Source::kWaited,
-                     call.fallback);
+  // lease that outlived its daemon, adopted by another rank). A directory
+  // this claim created had nobody (the grant checked the store).
+  if (dir->inherited()) {
+    absl::StatusOr<v1::LookupResponse> found = LookupEntry(call);
+    if (found.ok() && found->result() == v1::LookupResponse::HIT) {
+      Count([](CacheCounters& c) { ++c.waits; });
+      return FromEntry(found->entry(), CacheResult::Source::kWaited,
+                       call.fallback);
+    }
   }
   absl::StatusOr<CopyResult> content = AdoptOrCompile(call, *dir, lease.get());
   if (!content.ok()) return content.status();

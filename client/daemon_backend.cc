@@ -274,8 +274,20 @@ absl::StatusOr<v1::LookupResponse> DaemonBackend::Lookup(const EntryKey& id) {
 
 absl::StatusOr<LockAnswer> DaemonBackend::Lock(const EntryKey& id,
                                                absl::Duration wait) {
+  return CallLock(id, wait, /*look_up=*/false);
+}
+
+absl::StatusOr<LockAnswer> DaemonBackend::LookupOrLock(const EntryKey& id,
+                                                       absl::Duration wait) {
+  return CallLock(id, wait, /*look_up=*/true);
+}
+
+absl::StatusOr<LockAnswer> DaemonBackend::CallLock(const EntryKey& id,
+                                                   absl::Duration wait,
+                                                   bool look_up) {
   v1::LockRequest request;
   *request.mutable_id() = id.ToProto();
+  request.set_look_up(look_up);
   request.mutable_holder()->set_host(options_.host);
   request.mutable_holder()->set_pid(getpid());
   request.mutable_holder()->set_rank(options_.rank);
@@ -295,6 +307,7 @@ absl::StatusOr<LockAnswer> DaemonBackend::Lock(const EntryKey& id,
   if (!status.ok()) return FromGrpc(status, options_.address, "Lock");
   LockAnswer answer;
   answer.outcome = response.outcome();
+  answer.at_once = response.at_once();
   switch (response.outcome()) {
     case v1::LockResponse::GRANTED:
       SweepStaged(response.lease().staging_dir(), id);

@@ -51,9 +51,15 @@ class DaemonBackend : public Backend {
   absl::StatusOr<v1::LookupResponse> Lookup(const EntryKey& id) override;
   absl::StatusOr<LockAnswer> Lock(const EntryKey& id,
                                   absl::Duration wait) override;
+  // One Lock call with `look_up` set.
+  absl::StatusOr<LockAnswer> LookupOrLock(const EntryKey& id,
+                                          absl::Duration wait) override;
 
  private:
   class DaemonLease;
+
+  absl::StatusOr<LockAnswer> CallLock(const EntryKey& id, absl::Duration wait,
+                                      bool look_up);
 
   const DaemonBackendOptions options_;
   const std::unique_ptr<v1::CompileCache::Stub> stub_;

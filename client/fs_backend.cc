@@ -122,7 +122,10 @@ absl::StatusOr<LockAnswer> FilesystemBackend::Lock(const EntryKey& id,
   absl::StatusOr<bool> answered =
       answer_from_store(&answer, Store::OnDamage::kReport);
   if (!answered.ok()) return answered.status();
-  if (*answered) return answer;
+  if (*answered) {
+    answer.at_once = true;
+    return answer;
+  }
   const absl::Time deadline = wait > absl::ZeroDuration()
                                   ? options_.env->Now() + wait
                                   : absl::InfinitePast();

@@ -58,11 +58,15 @@ absl::StatusOr<std::pair<uint64_t, std::string>> Fingerprint(
 }
 constexpr int kMaxClaimRaces = 100;
 
-// Opens `path` as a directory, creating it if needed.
-absl::StatusOr<UniqueFd> OpenDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+// Opens `path` as a directory, creating it if needed (`*created` says
+// whether this call did).
+absl::StatusOr<UniqueFd> OpenDir(const std::string& path,
+                                 bool* created = nullptr) {
+  const bool made = mkdir(path.c_str(), 0755) == 0;
+  if (!made && errno != EEXIST) {
     return absl::ErrnoToStatus(errno, "creating " + path);
   }
+  if (created != nullptr) *created = made;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid() && errno != ENOENT) {
     return absl::ErrnoToStatus(errno, "opening " + path);
@@ -101,7 +105,8 @@ absl::StatusOr<WorkDir> WorkDir::Claim(const std::string& debug_dir,
   if (absl::Status s = MakeDirs(base); !s.ok()) return s;
   const std::string path = absl::StrCat(base, "/", id.key());
   for (int race = 0; race < kMaxClaimRaces; ++race) {
-    absl::StatusOr<UniqueFd> fd = OpenDir(path);
+    bool created = false;
+    absl::StatusOr<UniqueFd> fd = OpenDir(path, &created);
     if (!fd.ok()) return fd.status();
     if (!fd->valid()) continue;  // removed between mkdir and open
     absl::StatusOr<FileLock> lock =
@@ -112,7 +117,9 @@ absl::StatusOr<WorkDir> WorkDir::Claim(const std::string& debug_dir,
           path, " is in use by another compile of ", id.Canonical()));
     }
     if (StillLinked(lock->fd(), path)) {
-      return WorkDir(path, id.ns(), *std::move(lock), false);
+      WorkDir claimed(path, id.ns(), *std::move(lock), false);
+      claimed.inherited_ = !created;
+      return claimed;
     }
   }
   return absl::UnavailableError(

@@ -57,6 +57,9 @@ class WorkDir {
                                          const EntryKey& id);
 
   const std::string& path() const { return path_; }
+  // Claim found the directory there already: another process had it (and
+  // may have published the entry, or left an output to adopt, meanwhile).
+  bool inherited() const { return inherited_; }
   // path()/module.neff or path()/module.hlo.pb
   const std::string& output_path() const { return output_; }
   bool is_private() const { return private_; }
@@ -96,6 +99,7 @@ class WorkDir {
   std::string output_;
   FileLock lock_;
   bool private_ = false;
+  bool inherited_ = false;
 };
 
 }  // namespace neffd

@@ -75,6 +75,90 @@ TEST_F(ClientRanksTest, DaemonCompilesEachOfSixteenKeysOnceFor128Ranks) {
   }
   EXPECT_EQ(CountFiles(root_ + "/local/staging"), 0);
   EXPECT_EQ(CountFiles(root_ + "/debug"), 0);  // workdirs removed
+  // Each rank's get-or-compile is one Lock call that is its Lookup too: the
+  // operator's statistics still count every one as a lookup.
+  v1::Stats stats = StatsOf(*daemon_);
+  EXPECT_EQ(stats.lookups(), static_cast<uint64_t>(kRanks * kGraphs));
+  EXPECT_EQ(stats.hits() + stats.misses(), stats.lookups());
+  EXPECT_EQ(stats.lock_grants(), static_cast<uint64_t>(kGraphs));
+  EXPECT_EQ(stats.compiles_saved(),
+            static_cast<uint64_t>((kRanks - 1) * kGraphs));
+}
+
+// The daemon's side of that: a Lock with look_up set answers a recorded
+// entry or failure at once and counts it as a Lookup, not as a Lock; on a
+// miss it counts a Lookup MISS and locks as usual.
+TEST_F(ClientRanksTest, LockWithLookUpIsCountedAsTheLookup) {
+  StartDaemon();
+  std::unique_ptr<v1::CompileCache::Stub> stub = daemon_->NewStub();
+  auto id = [](const std::string& key) {
+    v1::EntryId id;
+    id.set_namespace_("neff");
+    id.set_compiler_version("2.19.1");
+    id.set_key(key);
+    return id;
+  };
+  auto lock = [&](const std::string& key, bool look_up) {
+    v1::LockRequest request;
+    *request.mutable_id() = id(key);
+    request.set_wait(true);
+    request.set_look_up(look_up);
+    v1::LockResponse response;
+    grpc::ClientContext context;
+    grpc::Status status = stub->Lock(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  };
+  v1::LockResponse granted = lock("aaa111", true);
+  ASSERT_EQ(granted.outcome(), v1::LockResponse::GRANTED);
+  EXPECT_FALSE(granted.at_once());
+  const std::string staged = root_ + "/local/staging/aaa111.staged";
+  WriteFile(staged, "NEFF bytes");
+  v1::PublishRequest publish;
+  publish.set_lease_id(granted.lease().lease_id());
+  *publish.mutable_id() = id("aaa111");
+  publish.set_staged_path(staged);
+  publish.set_size(10);
+  v1::PublishResponse published;
+  grpc::ClientContext publish_context;
+  ASSERT_TRUE(stub->Publish(&publish_context, publish, &published).ok());
+  v1::Stats stats = StatsOf(*daemon_);
+  EXPECT_EQ(stats.lookups(), 1u);
+  EXPECT_EQ(stats.misses(), 1u);
+  EXPECT_EQ(stats.lock_grants(), 1u);
+
+  v1::LockResponse hit = lock("aaa111", true);
+  EXPECT_EQ(hit.outcome(), v1::LockResponse::READY);
+  EXPECT_TRUE(hit.at_once());
+  EXPECT_EQ(hit.entry().sha256(), published.entry().sha256());
+  stats = StatsOf(*daemon_);
+  EXPECT_EQ(stats.lookups(), 2u);
+  EXPECT_EQ(stats.hits(), 1u);
+  EXPECT_EQ(stats.compiles_saved(), 1u);  // once, as the lookup
+  // Without look_up the same answer is a Lock's, not a lookup.
+  EXPECT_TRUE(lock("aaa111", false).at_once());
+  stats = StatsOf(*daemon_);
+  EXPECT_EQ(stats.lookups(), 2u);
+  EXPECT_EQ(stats.compiles_saved(), 2u);
+
+  v1::LockResponse failing = lock("bbb222", true);
+  ASSERT_EQ(failing.outcome(), v1::LockResponse::GRANTED);
+  v1::UnlockRequest fail;
+  fail.set_lease_id(failing.lease().lease_id());
+  *fail.mutable_id() = id("bbb222");
+  fail.set_outcome(v1::UnlockRequest::FAILED);
+  fail.set_log("ERROR 70001");
+  v1::UnlockResponse unlocked;
+  grpc::ClientContext unlock_context;
+  ASSERT_TRUE(stub->Unlock(&unlock_context, fail, &unlocked).ok());
+  v1::LockResponse failed = lock("bbb222", true);
+  EXPECT_EQ(failed.outcome(), v1::LockResponse::FAILED);
+  EXPECT_TRUE(failed.at_once());
+  EXPECT_EQ(failed.failure().log(), "ERROR 70001");
+  stats = StatsOf(*daemon_);
+  EXPECT_EQ(stats.lookups(), 4u);
+  EXPECT_EQ(stats.failed_lookups(), 1u);
+  EXPECT_EQ(stats.lock_grants(), 2u);
 }
 
 TEST_F(ClientRanksTest, WithoutDaemonTheFilesystemProtocolCompilesOnce) {

@@ -144,10 +144,21 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
   absl::StatusOr<bool> answered =
       locks_->Held(*id) ? false : AnswerWithoutLock(*id, response);
   if (!answered.ok() || *answered) {
-    if (answered.ok()) CountLock(*response, grpc::Status::OK, started);
+    response->set_at_once(answered.ok());
+    if (answered.ok() && request->look_up()) {
+      // What the caller's Lookup would have answered; no lock was asked.
+      telemetry_->CountLookup(id->ns(),
+                              response->outcome() == v1::LockResponse::READY
+                                  ? LookupResult::kHit
+                                  : LookupResult::kFailed);
+    } else if (answered.ok()) {
+      CountLock(*response, grpc::Status::OK, started);
+    }
     reactor->Finish(ToGrpcStatus(answered.status()));
     return reactor;
   }
+  if (request->look_up())
+    telemetry_->CountLookup(id->ns(), LookupResult::kMiss);
   const absl::Duration wait = request->wait_seconds() > 0
                                   ? absl::Seconds(request->wait_seconds())
                                   : options_.default_lock_timeout;
