@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "store/digest.h"
 #include "store/file_util.h"
+#include "store/testing/fault_injection_env.h"
 #include "tests/harness/temp_dir.h"
 
 namespace neffd {
@@ -203,6 +204,32 @@ TEST(CopyAndHashTest, AFailingTeeFailsTheCopy) {
   EXPECT_FALSE(copied.ok());
   EXPECT_TRUE(absl::StrContains(copied.status().message(), "the tee"))
       << copied.status();
+}
+
+// A large copy whose output the caller will fsync flushes it while it
+// copies; the error of such a flush is the copy's (the fsync after it would
+// no longer see it). Without sync_out_behind nothing is flushed.
+TEST(CopyAndHashTest, AFailedFlushBehindFailsTheCopy) {
+  const std::string dir = NewTempDir("flush_behind");
+  const std::string content = Pattern(40 * 1024 * 1024);
+  std::ofstream(dir + "/in", std::ios::binary) << content;
+  FaultInjectionEnv env;
+  env.FailEvery(FsOp::kSync, EIO, "out");
+  for (bool sync_behind : {false, true}) {
+    UniqueFd in(open((dir + "/in").c_str(), O_RDONLY));
+    UniqueFd out(
+        open((dir + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    absl::StatusOr<CopyResult> copied = CopyAndHash(
+        in.get(), out.get(), "in", {&env, dir + "/out", sync_behind});
+    if (!sync_behind) {
+      ASSERT_TRUE(copied.ok()) << copied.status();
+      EXPECT_EQ(copied->sha256, Sha256Hex(content));
+      continue;
+    }
+    EXPECT_FALSE(copied.ok());
+    EXPECT_TRUE(absl::StrContains(copied.status().message(), "/out"))
+        << copied.status();
+  }
 }
 
 }  // namespace

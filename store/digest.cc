@@ -70,6 +70,9 @@ namespace {
 constexpr size_t kChunk = 1 << 20;
 // Writeback window of a copy (a multiple of kChunk).
 constexpr off_t kWindow = 8 << 20;
+// How far an output that its caller will fsync (sync_behind) gets ahead of
+// its last background flush before the next one starts.
+constexpr uint64_t kSyncWindow = 16 << 20;
 // Kept by RememberVerified.
 constexpr size_t kMaxVerified = 64;
 
@@ -259,10 +262,12 @@ class WriterPool {
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Where a copy writes: a descriptor and the name errors give it.
+// Where a copy writes: a descriptor, the name errors give it, and whether
+// its data is flushed behind the copy (CopyOptions::sync_out_behind).
 struct Output {
   int fd;
   std::string name;
+  bool sync_behind = false;
 };
 
 // A ring of kSlots chunk buffers, one per thread that starts a pipelined
@@ -294,7 +299,7 @@ class WritePipeline {
   absl::Status Close() { return state_->Close(); }
 
  private:
-  struct State {
+  struct State : std::enable_shared_from_this<State> {
     State(std::vector<Output> outputs, Env* env)
         : outputs(std::move(outputs)), env(env) {}
 
@@ -325,6 +330,7 @@ class WritePipeline {
           absl::MutexLock lock(&mu);
           while (filled == written && !closed) changed.Wait(&mu);
           if (filled == written || !status.ok()) {  // closed and drained
+            while (syncing) changed.Wait(&mu);
             finished = true;
             changed.SignalAll();
             return;
@@ -333,16 +339,39 @@ class WritePipeline {
         }
         absl::Status s;
         offset += slot.second;
-        for (const auto& [fd, name] : outputs) {
-          s = env->Write(fd, name, absl::string_view(slot.first, slot.second));
+        for (const Output& out : outputs) {
+          s = env->Write(out.fd, out.name,
+                         absl::string_view(slot.first, slot.second));
           if (!s.ok()) break;
-          WriteBehind(fd, static_cast<off_t>(offset));
+          WriteBehind(out.fd, static_cast<off_t>(offset));
+          if (out.sync_behind) SyncBehind(out, offset);
         }
         absl::MutexLock lock(&mu);
         ++written;
-        if (!s.ok()) status = s;
+        if (!s.ok() && status.ok()) status = s;
         changed.SignalAll();
       }
+    }
+
+    // Once `out` is kSyncWindow past its last flush and none is running,
+    // flushes it on another pooled thread while the copy goes on, so the
+    // disk's cache flush (most of an fsync of a large file on a virtual
+    // disk) overlaps the hashing instead of following it. A failed flush
+    // fails the copy: the fsync after it would no longer report the error.
+    void SyncBehind(const Output& out, uint64_t offset) {
+      {
+        absl::MutexLock lock(&mu);
+        if (syncing || offset < synced + kSyncWindow) return;
+        syncing = true;
+        synced = offset;
+      }
+      WriterPool::Get().Run(env, [self = shared_from_this(), &out] {
+        absl::Status s = self->env->Sync(out.fd, out.name);
+        absl::MutexLock lock(&self->mu);
+        self->syncing = false;
+        if (!s.ok() && self->status.ok()) self->status = s;
+        self->changed.SignalAll();
+      });
     }
 
     const std::vector<Output> outputs;
@@ -357,6 +386,8 @@ class WritePipeline {
     uint64_t written ABSL_GUARDED_BY(mu) = 0;
     bool closed ABSL_GUARDED_BY(mu) = false;
     bool finished ABSL_GUARDED_BY(mu) = false;  // the writer is done
+    bool syncing ABSL_GUARDED_BY(mu) = false;   // a SyncBehind flush runs
+    uint64_t synced ABSL_GUARDED_BY(mu) = 0;    // where the last one started
     absl::Status status ABSL_GUARDED_BY(mu);
   };
   const std::shared_ptr<State> state_;
@@ -419,10 +450,13 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
   // Advisory: a larger kernel readahead for a source read once, in order.
   (void)posix_fadvise(in_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   std::vector<Output> outputs;
-  if (out_fd >= 0) outputs.push_back({out_fd, std::string(out_name)});
+  if (out_fd >= 0) {
+    outputs.push_back({out_fd, std::string(out_name), options.sync_out_behind});
+  }
   if (tee.fd >= 0) {
-    outputs.push_back(
-        {tee.fd, std::string(tee.name.empty() ? out_name : tee.name)});
+    outputs.push_back({tee.fd,
+                       std::string(tee.name.empty() ? out_name : tee.name),
+                       tee.sync_behind});
   }
   Sha256 hash;
   CopyResult result;
@@ -440,9 +474,9 @@ absl::StatusOr<CopyResult> CopyAndHash(int in_fd, int out_fd,
       if (*n == 0) break;
       hash.Update(buf, *n);
       result.size += *n;
-      for (const auto& [fd, name] : outputs) {
-        if (absl::Status s =
-                options.env->Write(fd, name, absl::string_view(buf, *n));
+      for (const Output& out : outputs) {
+        if (absl::Status s = options.env->Write(out.fd, out.name,
+                                                absl::string_view(buf, *n));
             !s.ok()) {
           return s;
         }

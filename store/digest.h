@@ -74,14 +74,20 @@ struct CopyResult {
 struct CopyOptions {
   Env* env = Env::Default();
   absl::string_view out_name;
+  // The caller fsyncs out_fd after the copy: a copy of more than a chunk
+  // also flushes it (Env::Sync) in the background every 16 MiB, so that
+  // fsync finds little left. An error of such a flush fails the copy.
+  bool sync_out_behind = false;
 };
 
 // A second file a copy writes every byte to, from the same buffer as the
 // first, so one read and one hash make two verified copies; `name` in
-// errors and to Env wrappers. fd < 0: none.
+// errors and to Env wrappers. fd < 0: none. `sync_behind` as
+// CopyOptions::sync_out_behind.
 struct CopyTee {
   int fd = -1;
   absl::string_view name;
+  bool sync_behind = false;
 };
 
 // Reads `in_fd` from its current offset to EOF, writing everything to

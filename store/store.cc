@@ -241,7 +241,8 @@ absl::StatusOr<PublishResult> Store::PublishFromFd(
   return PublishWritten(
       id, size, sha256, producer, md,
       [&](int out_fd, absl::string_view out_name) {
-        return CopyAndHash(fd, out_fd, "staged file", {&env_, out_name});
+        return CopyAndHash(fd, out_fd, "staged file",
+                           {&env_, out_name, /*sync_out_behind=*/true});
       },
       verified);
 }

@@ -165,8 +165,9 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(
         id, artifact.size, artifact.sha256, producer, artifact.metadata,
         [&](int out_fd,
             absl::string_view out_name) -> absl::StatusOr<CopyResult> {
-          ingested = tier_->Ingest(id, &local, artifact.staged_path,
-                                   staged->get(), CopyTee{out_fd, out_name});
+          ingested =
+              tier_->Ingest(id, &local, artifact.staged_path, staged->get(),
+                            CopyTee{out_fd, out_name, /*sync_behind=*/true});
           if (ingested.ok()) return CopyResult{local.size(), local.sha256()};
           // The store's own pass over the staged file, from its start, on
           // an emptied temp file: it says what is wrong with the bytes.
@@ -175,8 +176,9 @@ absl::StatusOr<PublishResult> Publisher::PublishStaged(
             return absl::ErrnoToStatus(errno,
                                        absl::StrCat("rewinding ", out_name));
           }
-          return CopyAndHash(staged->get(), out_fd, "staged file",
-                             {options_.env, out_name});
+          return CopyAndHash(
+              staged->get(), out_fd, "staged file",
+              {options_.env, out_name, /*sync_out_behind=*/true});
         },
         [&](const CopyResult& content) {
           if (ingested.ok()) answer_waiters();

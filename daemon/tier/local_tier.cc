@@ -384,8 +384,8 @@ absl::StatusOr<UniqueFd> LocalTier::Ingest(const EntryKey& id, v1::Entry* entry,
   } else {
     // The daemon's own: hashed in place (and copied to `tee` as it is
     // read), then renamed into the tier.
-    absl::StatusOr<CopyResult> hashed =
-        CopyAndHash(staged_fd, tee.fd, staged_path, {env, tee.name});
+    absl::StatusOr<CopyResult> hashed = CopyAndHash(
+        staged_fd, tee.fd, staged_path, {env, tee.name, tee.sync_behind});
     if (!hashed.ok()) return hashed.status();
     if (absl::Status s = matches(*hashed); !s.ok()) return s;
     name = NameFor(id, entry->sha256());
