@@ -417,6 +417,12 @@ size_t LockTable::AnswerWaiters(const std::string& lease_id,
   return answered;
 }
 
+size_t LockTable::Waiting(const std::string& lease_id) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Slot*> slot = FindLease(lease_id, nullptr);
+  return slot.ok() ? (*slot)->waiters.size() : 0;
+}
+
 absl::Status LockTable::Release(const std::string& lease_id, const EntryKey& id,
                                 const v1::Failure* failure) {
   Outside out;

@@ -183,6 +183,9 @@ class LockTable {
   // store to make the entry durable. Later waiters park until FinishPublish.
   // Returns how many were answered.
   size_t AnswerWaiters(const std::string& lease_id, const v1::Entry& entry);
+  // How many waiters are parked behind `lease_id`'s key now (0 for a lease
+  // not held).
+  size_t Waiting(const std::string& lease_id);
 
   // The holder's connection broke (its process is gone): the lease ends at
   // once, as if abandoned, unless a publish pinned it (the publish decides).

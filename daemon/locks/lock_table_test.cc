@@ -80,10 +80,13 @@ TEST_F(LockTableTest, OneHolderAtATimeAndBusyWithoutWait) {
 TEST_F(LockTableTest, PublishAnswersEveryWaiterReady) {
   std::optional<LockEvent> holder, w1, w2;
   Acquire(1, &holder);
+  EXPECT_EQ(table_->Waiting(holder->lease_id), 0u);
   EXPECT_NE(Acquire(2, &w1), 0u);
   EXPECT_NE(Acquire(3, &w2), 0u);
   EXPECT_FALSE(w1.has_value());
   EXPECT_EQ(table_->counts().waiters, 2u);
+  EXPECT_EQ(table_->Waiting(holder->lease_id), 2u);
+  EXPECT_EQ(table_->Waiting("no such lease"), 0u);
   ASSERT_TRUE(table_->BeginPublish(holder->lease_id, id_).ok());
   v1::Entry entry;
   entry.set_path("/cache/model.neff");

@@ -199,6 +199,9 @@ Answerer::Ticket Publisher::AnswerWaiters(const EntryKey& id,
   // The moment the verified NEFF is in place under its served name, which
   // bench/storm takes as the release in every protocol.
   const absl::Time renamed = options_.env->Now();
+  // Nobody parked (a lone rank's compile): no answering thread to wake.
+  // Whoever parks from now on is answered when the publish ends.
+  if (locks_->Waiting(lease_id) == 0) return {};
   absl::StatusOr<v1::Entry> served = tier_->Get(id, local);
   if (!served.ok()) return {};
   return answerer_.Run(
