@@ -70,7 +70,7 @@ v1::EntryId IdFor(const std::string& key) {
 
 struct Sample {
   double hand = 0, e2e = 0, rpc = 0;
-  // e2e_*: the whole GetOrCompile (Lookup, Lock, Hold, compile, Publish);
+  // e2e_*: the whole GetOrCompile (Lock, Hold, compile, Publish);
   // publish_*: compile_fn's return -> GetOrCompile's return.
   double e2e_daemon_cpu = 0, e2e_client_cpu = 0, rpc_daemon_cpu = 0;
   double publish_daemon_cpu = 0, publish_client_cpu = 0;
@@ -292,7 +292,8 @@ int RunSmallPublish(const std::string& workdir, int kib, int runs,
       "| %.3f | – | – | 1.00 |\n"
       "| publish end to end (compile_fn returns -> GetOrCompile returns) | "
       "%.3f | %.3f | %.3f | %.3f | %.2f |\n"
-      "| the whole GetOrCompile's CPU (Lookup, Lock, Hold, Publish) | – | – "
+      "| the whole GetOrCompile's CPU (Lock with look_up, Hold, Publish) | – | "
+      "– "
       "| %.3f | %.3f | – |\n"
       "| Publish RPC alone (staged file) | %.3f | %.3f | %.3f | – | %.2f |\n"
       "\nThe daemon's CPU per call before a compile (means, ms): Lookup of a "

@@ -6,12 +6,15 @@
 // fsync of the directory, in the store's directory), with the sides
 // interleaved and rotated so none always runs first:
 //   - end to end through the client library (compile_fn returns ->
-//     GetOrCompile returns: the client's hash and staging, Publish, the
-//     daemon's store copy and fsyncs), with the daemon's CPU (its process
-//     CPU clock across the whole GetOrCompile, Lock included) and the
-//     client process's own;
+//     GetOrCompile returns: the client's staging, Publish, the daemon's
+//     store copy and fsyncs), with the daemon's CPU and the client
+//     process's own in that window, and across the whole GetOrCompile
+//     (its Lock and Hold stream included);
 //   - the Publish RPC alone of an already staged file (Lock not timed), with
-//     the daemon's CPU across it.
+//     the daemon's CPU across it;
+//   - the daemon's CPU per call for the calls made before a compile (a
+//     Lookup of a missing key, a Lock and Unlock, the same with a Hold
+//     stream).
 // CPU figures are read from the processes' CPU-time clocks (nanoseconds;
 // bench_util.h) and reported as means over all runs: they include the
 // daemon's background work (heartbeats, index flushes) during the run.
