@@ -114,6 +114,61 @@ class SmallPublish {
     for (int i = 0; i < 3; ++i) sides[(first + i) % 3]();
   }
 
+  // The daemon's CPU per call for the calls a GetOrCompile makes before its
+  // compile (means over `runs`): a Lookup of a missing key; a Lock granted
+  // and Unlocked; the same with a Hold stream opened, renewed once and
+  // closed between them. Milliseconds.
+  struct CallCosts {
+    double lookup = 0, lock_unlock = 0, lock_hold_unlock = 0;
+  };
+  CallCosts MeasureCalls(int runs) {
+    CallCosts costs;
+    auto unlock = [&](const std::string& key, const std::string& lease) {
+      v1::UnlockRequest request;
+      request.set_lease_id(lease);
+      *request.mutable_id() = IdFor(key);
+      request.set_outcome(v1::UnlockRequest::ABANDONED);
+      v1::UnlockResponse response;
+      grpc::ClientContext context;
+      grpc::Status st = stub_->Unlock(&context, request, &response);
+      if (!st.ok()) Die("Unlock: " + st.error_message());
+    };
+    // As the client does: the stream open while the lease is resolved.
+    auto hold_and_unlock = [&](const std::string& key,
+                               const std::string& lease) {
+      grpc::ClientContext context;
+      auto stream = stub_->Hold(&context);
+      v1::KeepAliveRequest request;
+      request.set_lease_id(lease);
+      v1::KeepAliveResponse response;
+      if (!stream->Write(request) || !stream->Read(&response)) Die("Hold");
+      unlock(key, lease);
+      context.TryCancel();
+      stream->Finish();
+    };
+    for (int r = 0; r < runs; ++r) {
+      const std::string key = absl::StrCat("calls-", label_, "-", r);
+      double cpu0 = CpuSeconds(pid());
+      v1::LookupRequest lookup;
+      *lookup.mutable_id() = IdFor(key);
+      v1::LookupResponse missed;
+      grpc::ClientContext context;
+      if (!stub_->Lookup(&context, lookup, &missed).ok()) Die("Lookup");
+      double cpu1 = CpuSeconds(pid());
+      costs.lookup += cpu1 - cpu0;
+      unlock(key, LockGranted(key));
+      double cpu2 = CpuSeconds(pid());
+      costs.lock_unlock += cpu2 - cpu1;
+      hold_and_unlock(key, LockGranted(key));
+      costs.lock_hold_unlock += CpuSeconds(pid()) - cpu2;
+    }
+    for (double* c :
+         {&costs.lookup, &costs.lock_unlock, &costs.lock_hold_unlock}) {
+      *c = *c * 1e3 / runs;
+    }
+    return costs;
+  }
+
  private:
   void EndToEnd(int run, Sample* s) {
     absl::Time compiled;
@@ -153,17 +208,8 @@ class SmallPublish {
     if (fd < 0) Die("creating " + staged);
     WriteAll(fd, bytes_, staged);
     close(fd);
-    v1::LockRequest lock;
-    *lock.mutable_id() = IdFor(key);
-    lock.set_wait(true);
-    v1::LockResponse granted;
-    grpc::ClientContext c1;
-    if (!stub_->Lock(&c1, lock, &granted).ok() ||
-        granted.outcome() != v1::LockResponse::GRANTED) {
-      Die("Lock was not granted");
-    }
     v1::PublishRequest publish;
-    publish.set_lease_id(granted.lease().lease_id());
+    publish.set_lease_id(LockGranted(key));
     *publish.mutable_id() = IdFor(key);
     publish.set_staged_path(staged);
     publish.set_size(bytes_.size());
@@ -180,75 +226,20 @@ class SmallPublish {
     }
   }
 
- public:
-  // The daemon's CPU per call for the calls a GetOrCompile makes before its
-  // compile (means over `runs`): a Lookup of a missing key; a Lock granted
-  // and Unlocked; the same with a Hold stream opened, renewed once and
-  // closed between them. Milliseconds.
-  struct CallCosts {
-    double lookup = 0, lock_unlock = 0, lock_hold_unlock = 0;
-  };
-  CallCosts MeasureCalls(int runs) {
-    CallCosts costs;
-    auto lock = [&](const std::string& key) {
-      v1::LockRequest request;
-      *request.mutable_id() = IdFor(key);
-      request.set_wait(true);
-      v1::LockResponse granted;
-      grpc::ClientContext context;
-      if (!stub_->Lock(&context, request, &granted).ok() ||
-          granted.outcome() != v1::LockResponse::GRANTED) {
-        Die("Lock was not granted");
-      }
-      return granted.lease().lease_id();
-    };
-    auto unlock = [&](const std::string& key, const std::string& lease) {
-      v1::UnlockRequest request;
-      request.set_lease_id(lease);
-      *request.mutable_id() = IdFor(key);
-      request.set_outcome(v1::UnlockRequest::ABANDONED);
-      v1::UnlockResponse response;
-      grpc::ClientContext context;
-      grpc::Status st = stub_->Unlock(&context, request, &response);
-      if (!st.ok()) Die("Unlock: " + st.error_message());
-    };
-    // As the client does: the stream open while the lease is resolved.
-    auto hold_and_unlock = [&](const std::string& key,
-                               const std::string& lease) {
-      grpc::ClientContext context;
-      auto stream = stub_->Hold(&context);
-      v1::KeepAliveRequest request;
-      request.set_lease_id(lease);
-      v1::KeepAliveResponse response;
-      if (!stream->Write(request) || !stream->Read(&response)) Die("Hold");
-      unlock(key, lease);
-      context.TryCancel();
-      stream->Finish();
-    };
-    for (int r = 0; r < runs; ++r) {
-      const std::string key = absl::StrCat("calls-", label_, "-", r);
-      double cpu0 = CpuSeconds(pid());
-      v1::LookupRequest lookup;
-      *lookup.mutable_id() = IdFor(key);
-      v1::LookupResponse missed;
-      grpc::ClientContext context;
-      if (!stub_->Lookup(&context, lookup, &missed).ok()) Die("Lookup");
-      double cpu1 = CpuSeconds(pid());
-      costs.lookup += cpu1 - cpu0;
-      unlock(key, lock(key));
-      double cpu2 = CpuSeconds(pid());
-      costs.lock_unlock += cpu2 - cpu1;
-      hold_and_unlock(key, lock(key));
-      costs.lock_hold_unlock += CpuSeconds(pid()) - cpu2;
+  // A lease on `key` (the Lock must be granted), as its id.
+  std::string LockGranted(const std::string& key) {
+    v1::LockRequest request;
+    *request.mutable_id() = IdFor(key);
+    request.set_wait(true);
+    v1::LockResponse granted;
+    grpc::ClientContext context;
+    if (!stub_->Lock(&context, request, &granted).ok() ||
+        granted.outcome() != v1::LockResponse::GRANTED) {
+      Die("Lock was not granted");
     }
-    for (double* c :
-         {&costs.lookup, &costs.lock_unlock, &costs.lock_hold_unlock}) {
-      *c = *c * 1e3 / runs;
-    }
-    return costs;
+    return granted.lease().lease_id();
   }
 
- private:
   const std::string workdir_;
   const std::string label_;
   std::string bytes_;
