@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "store/file_util.h"
 #include "store/liveness.h"
+#include "store/wake_notice.h"
 
 namespace neffd {
 namespace {
@@ -282,42 +284,103 @@ absl::StatusOr<LockAnswer> DaemonBackend::LookupOrLock(const EntryKey& id,
   return CallLock(id, wait, /*look_up=*/true);
 }
 
-absl::StatusOr<LockAnswer> DaemonBackend::CallLock(const EntryKey& id,
-                                                   absl::Duration wait,
-                                                   bool look_up) {
+absl::StatusOr<v1::LockResponse> DaemonBackend::LockCall(const EntryKey& id,
+                                                         absl::Duration wait,
+                                                         bool look_up,
+                                                         bool wake_file) {
   v1::LockRequest request;
   *request.mutable_id() = id.ToProto();
   request.set_look_up(look_up);
   request.mutable_holder()->set_host(options_.host);
   request.mutable_holder()->set_pid(getpid());
   request.mutable_holder()->set_rank(options_.rank);
-  const bool waits = wait >= absl::Seconds(1);
+  const bool waits = wait > absl::ZeroDuration();
   request.set_wait(waits);
   if (waits) {
-    request.set_wait_seconds(static_cast<uint32_t>(
-        std::min<int64_t>(absl::ToInt64Seconds(wait), UINT32_MAX)));
+    request.set_wait_seconds(static_cast<uint32_t>(std::clamp<int64_t>(
+        absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1))), 1,
+        UINT32_MAX)));
+    request.set_wake_file(wake_file);
   }
   v1::LockResponse response;
   // The daemon bounds the wait; the deadline only guards against a hang.
   grpc::Status status =
-      stub_->Lock(ContextWithTimeout((waits ? wait : absl::ZeroDuration()) +
-                                     options_.call_timeout)
-                      .get(),
+      stub_->Lock(ContextWithTimeout(wait + options_.call_timeout).get(),
                   request, &response);
   if (!status.ok()) return FromGrpc(status, options_.address, "Lock");
+  return response;
+}
+
+std::optional<v1::LockResponse> DaemonBackend::WaitParked(
+    const std::string& path, absl::Duration deadline) {
+  absl::StatusOr<WakeWait> woke =
+      WaitForNotice(options_.env, path, deadline, absl::Seconds(1));
+  if (!woke.ok()) {
+    // Gone: answered and removed before this rank looked (ask again). Any
+    // other failure will repeat: wait as parked calls from now on.
+    if (!absl::IsNotFound(woke.status())) wake_files_ = false;
+    return std::nullopt;
+  }
+  v1::LockResponse answer;
+  switch (woke->end) {
+    case WakeWait::End::kTimedOut:
+      answer.set_outcome(v1::LockResponse::TIMED_OUT);
+      return answer;
+    case WakeWait::End::kAbandoned:
+      return std::nullopt;
+    case WakeWait::End::kAnswered:
+      break;
+  }
+  if (!answer.ParseFromString(woke->answer) ||
+      (answer.outcome() != v1::LockResponse::READY &&
+       answer.outcome() != v1::LockResponse::FAILED)) {
+    return std::nullopt;
+  }
+  return answer;
+}
+
+absl::StatusOr<LockAnswer> DaemonBackend::CallLock(const EntryKey& id,
+                                                   absl::Duration wait,
+                                                   bool look_up) {
+  if (wait < absl::Seconds(1)) wait = absl::ZeroDuration();
+  const absl::Duration deadline = options_.env->MonotonicNow() + wait;
+  absl::StatusOr<v1::LockResponse> response =
+      LockCall(id, wait, look_up, wake_files_.load());
+  // Parked on a notice: wait on it; asked again (never as the lookup,
+  // which the first call was) until an answer or the deadline.
+  bool parked_again = false;
+  while (response.ok() && response->outcome() == v1::LockResponse::PARKED) {
+    if (std::optional<v1::LockResponse> answer =
+            WaitParked(response->wake_file(), deadline)) {
+      *response = *std::move(answer);
+      break;
+    }
+    // On a notice once more at most, then as a parked call: a notice that
+    // is gone every time is not a race, and must not loop.
+    const bool wake_file = wake_files_.load() && !parked_again;
+    parked_again = true;
+    const absl::Duration left = deadline - options_.env->MonotonicNow();
+    if (left <= absl::ZeroDuration()) {
+      response->Clear();
+      response->set_outcome(v1::LockResponse::TIMED_OUT);
+      break;
+    }
+    response = LockCall(id, left, /*look_up=*/false, wake_file);
+  }
+  if (!response.ok()) return response.status();
   LockAnswer answer;
-  answer.outcome = response.outcome();
-  answer.at_once = response.at_once();
-  switch (response.outcome()) {
+  answer.outcome = response->outcome();
+  answer.at_once = response->at_once();
+  switch (response->outcome()) {
     case v1::LockResponse::GRANTED:
-      SweepStaged(response.lease().staging_dir(), id);
-      answer.lease = std::make_unique<DaemonLease>(this, id, response.lease());
+      SweepStaged(response->lease().staging_dir(), id);
+      answer.lease = std::make_unique<DaemonLease>(this, id, response->lease());
       break;
     case v1::LockResponse::READY:
-      answer.entry = response.entry();
+      answer.entry = response->entry();
       break;
     case v1::LockResponse::FAILED:
-      answer.failure = response.failure();
+      answer.failure = response->failure();
       break;
     case v1::LockResponse::TIMED_OUT:
     case v1::LockResponse::BUSY:
@@ -325,7 +388,7 @@ absl::StatusOr<LockAnswer> DaemonBackend::CallLock(const EntryKey& id,
     default:
       return absl::UnavailableError(absl::StrCat("neffd at ", options_.address,
                                                  ": Lock: unexpected outcome ",
-                                                 response.outcome()));
+                                                 response->outcome()));
   }
   return answer;
 }

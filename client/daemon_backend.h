@@ -15,12 +15,23 @@
 // Holders are identified as {hostname, getpid(), rank}, so the daemon also
 // sees a dead holder of its own namespaces through /proc.
 //
+// A Lock that waits asks to wait on a wake notice (store/wake_notice.h):
+// the daemon answers PARKED with the notice's path at once and the call
+// waits on the file, woken with the key's other waiters by one futex call;
+// an answer that is not READY or FAILED (ask again), a notice that is gone,
+// or a writer that died is asked again with the time left. A notice this
+// process cannot open (another mount namespace without {local_dir}, a user
+// outside the group) turns notices off for the backend: it waits as a parked
+// call then, as against a daemon that predates them.
+//
 // Thread-safe. Errors follow client/backend.h.
 #ifndef NEFFD_CLIENT_DAEMON_BACKEND_H_
 #define NEFFD_CLIENT_DAEMON_BACKEND_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "client/backend.h"
@@ -60,9 +71,18 @@ class DaemonBackend : public Backend {
 
   absl::StatusOr<LockAnswer> CallLock(const EntryKey& id, absl::Duration wait,
                                       bool look_up);
+  // One Lock call; waits `wait` (at least a second) if it is not zero.
+  absl::StatusOr<v1::LockResponse> LockCall(const EntryKey& id,
+                                            absl::Duration wait, bool look_up,
+                                            bool wake_file);
+  // Waits on the PARKED answer's notice; the answer READY or FAILED, or
+  // TIMED_OUT at `deadline` (MonotonicNow), or nullopt: ask again.
+  std::optional<v1::LockResponse> WaitParked(const std::string& path,
+                                             absl::Duration deadline);
 
   const DaemonBackendOptions options_;
   const std::unique_ptr<v1::CompileCache::Stub> stub_;
+  std::atomic<bool> wake_files_{true};
 };
 
 }  // namespace neffd

@@ -52,7 +52,7 @@ absl::Status MakeDirsDurably(const std::string& path, int mode = 0755,
 //   kLocalDirMode:   {local_dir} and its lock directories (others: nothing).
 //   kStagingDirMode: {local_dir}/staging, also sticky: a rank cannot remove
 //                    another's staged file.
-//   kTierDirMode:    {local_dir}/tier, written by the daemon only.
+//   kTierDirMode:    {local_dir}/tier and wake, written by the daemon only.
 inline constexpr int kSharedDirMode = 02775;
 inline constexpr int kLocalDirMode = 02770;
 inline constexpr int kStagingDirMode = 03770;

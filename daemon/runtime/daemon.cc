@@ -14,6 +14,7 @@
 #include "daemon/index/index.h"
 #include "daemon/locks/file_locks.h"
 #include "daemon/locks/lock_table.h"
+#include "daemon/locks/wake_notices.h"
 #include "daemon/log/log.h"
 #include "daemon/maintenance/maintenance.h"
 #include "daemon/publish/publisher.h"
@@ -114,7 +115,7 @@ struct Daemon::Parts {
   absl::Status BuildLockTable();
   // With --coordinator: the etcd client and locks over the file locks.
   absl::Status StartCoordinator(const FileLocksOptions& file_options);
-  absl::Status OpenTier();
+  absl::Status OpenTier();  // and the wake notices
   absl::Status OpenRemoteTier();
   void BuildServices();
   absl::Status StartServers(const ListenerCredentials& credentials);
@@ -139,6 +140,7 @@ struct Daemon::Parts {
   std::unique_ptr<Index> index;
   std::unique_ptr<Catalog> catalog;
   std::unique_ptr<LocalTier> tier;
+  std::unique_ptr<WakeNotices> wake_notices;
   std::unique_ptr<Liveness> liveness;
   // The lease files' and access journals' calls on the shared store,
   // counted for the stats.
@@ -255,6 +257,8 @@ absl::Status Daemon::Parts::BuildLockTable() {
 }
 
 absl::Status Daemon::Parts::OpenTier() {
+  wake_notices = std::make_unique<WakeNotices>(options.env, local_dir.wake());
+  if (absl::Status s = wake_notices->RemoveLeftovers(); !s.ok()) return s;
   if (!options.local_tier) return absl::OkStatus();
   LocalTierOptions tier_options;
   tier_options.dir = local_dir.tier();
@@ -317,6 +321,7 @@ void Daemon::Parts::BuildServices() {
   service_options.peers = &peers;
   service_options.ranks_group = options.socket_group;
   service_options.remote = remote.get();
+  service_options.wake_notices = wake_notices.get();
   if (etcd_locks != nullptr) {
     service_options.coordinator_stats =
         [etcd = etcd_locks.get()](v1::Stats* stats) {

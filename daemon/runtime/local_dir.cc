@@ -27,10 +27,11 @@ absl::Status PrepareLocalDir(const LocalDir& dir,
     return s;
   }
   // The ranks' group may create lock files and stage outputs, and read the
-  // tier; other users get nothing (docs/SECURITY.md).
+  // tier and the wake notices; other users get nothing (docs/SECURITY.md).
   const std::pair<std::string, int> dirs[] = {{dir.locks(), kLocalDirMode},
                                               {dir.staging(), kStagingDirMode},
-                                              {dir.tier(), kTierDirMode}};
+                                              {dir.tier(), kTierDirMode},
+                                              {dir.wake(), kTierDirMode}};
   for (const auto& [path, mode] : dirs) {
     if (absl::Status s = MakeGroupDirs(path, mode); !s.ok()) return s;
     if (absl::Status s =

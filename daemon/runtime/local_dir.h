@@ -8,13 +8,15 @@
 //   locks/    the per-key host-local flocks (locks/.gc: the gc leases')
 //   staging/  ranks' compile outputs on their way in
 //   tier/     verified local copies handed to ranks
-//   index/    RocksDB (the default of --index_dir)
+//   wake/     the wake notices parked ranks wait on
+//   (daemon/locks/wake_notices.h) index/    RocksDB (the default of
+//   --index_dir)
 //
 // PrepareLocalDir refuses a local dir on a network filesystem (NFS, Lustre,
 // SMB), whose lock semantics the flocks cannot rely on; creates what is
-// missing; and on every start sets locks/, staging/ and tier/ to the modes of
-// docs/SECURITY.md in the ranks' group, so a directory an older neffd made
-// (staging was 01777) is closed. It fails naming the path and the reason,
+// missing; and on every start sets locks/, staging/, tier/ and wake/ to the
+// modes of docs/SECURITY.md in the ranks' group, so a directory an older neffd
+// made (staging was 01777) is closed. It fails naming the path and the reason,
 // and never removes anything.
 //
 // Thread-compatible (a value type and functions of the filesystem).
@@ -33,6 +35,7 @@ struct LocalDir {
   std::string locks() const { return root + "/locks"; }
   std::string staging() const { return root + "/staging"; }
   std::string tier() const { return root + "/tier"; }
+  std::string wake() const { return root + "/wake"; }
   std::string index() const { return root + "/index"; }
 };
 
@@ -41,7 +44,7 @@ struct LocalDir {
 // looked at.
 absl::Status CheckLocalDirFilesystem(const std::string& path);
 
-// Creates `dir` and its locks/, staging/ and tier/ and gives them their
+// Creates `dir` and its locks/, staging/, tier/ and wake/ and gives them their
 // modes, in `socket_group` when that group exists (else the creator's).
 absl::Status PrepareLocalDir(const LocalDir& dir,
                              const std::string& socket_group);

@@ -171,6 +171,12 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
     holder.pid = peer->pid;
   }
   EntryKey key = *id;
+  if (request->wait() && request->wake_file() &&
+      options_.wake_notices != nullptr) {
+    ParkOnNotice(key, holder, options_.env->Now() + wait, context, reactor,
+                 response, started);
+    return reactor;
+  }
   LockTable::WaiterId waiter = locks_->Acquire(
       key, holder, request->wait(), options_.env->Now() + wait,
       [this, key, context, reactor, response, started](LockEvent event) {
@@ -178,6 +184,87 @@ grpc::ServerUnaryReactor* CompileCacheService::Lock(
       });
   reactor->set_waiter(waiter);
   return reactor;
+}
+
+void CompileCacheService::ParkOnNotice(
+    const EntryKey& id, const HolderInfo& holder, absl::Time deadline,
+    grpc::CallbackServerContext* context, LockReactor* reactor,
+    v1::LockResponse* response, absl::Time started) {
+  // Whoever takes `mu` first decides how the caller is answered: the table's
+  // callback before a notice is joined answers the call; after, the notice.
+  struct Parking {
+    absl::Mutex mu;
+    bool on_call ABSL_GUARDED_BY(mu) = false;
+    WakeNotices::Notice notice ABSL_GUARDED_BY(mu);
+  };
+  auto parking = std::make_shared<Parking>();
+  const LockTable::WaiterId waiter =
+      locks_->Acquire(id, holder, /*wait=*/true, deadline,
+                      [this, id, context, reactor, response, started,
+                       parking](LockEvent event) {
+                        WakeNotices::Notice notice;
+                        {
+                          absl::MutexLock lock(&parking->mu);
+                          parking->on_call = parking->notice == nullptr;
+                          notice = parking->notice;
+                        }
+                        if (notice == nullptr) {
+                          OnLockEvent(id, std::move(event), context, reactor,
+                                      response, started);
+                        } else {
+                          OnNoticeEvent(id, notice, std::move(event), started);
+                        }
+                      });
+  if (waiter == 0) return;  // answered at once
+  absl::MutexLock lock(&parking->mu);
+  if (parking->on_call) return;
+  absl::StatusOr<WakeNotices::Notice> notice = options_.wake_notices->Join(id);
+  if (!notice.ok()) {
+    // Parked as a call, which works whatever the local disk says.
+    log::Warning("wake_notice_failed", {{"entry", id.Canonical()},
+                                        {"error", notice.status().ToString()}});
+    reactor->set_waiter(waiter);
+    return;
+  }
+  parking->notice = *notice;
+  response->set_outcome(v1::LockResponse::PARKED);
+  response->set_wake_file((*notice)->path());
+  reactor->Finish(grpc::Status::OK);
+}
+
+void CompileCacheService::OnNoticeEvent(const EntryKey& id,
+                                        const WakeNotices::Notice& notice,
+                                        LockEvent event, absl::Time started) {
+  v1::LockResponse answer;
+  switch (event.outcome) {
+    case LockOutcome::kReady:
+    case LockOutcome::kFailed:
+      if (notice->answered()) {
+        // The key's other waiters' answer is this one's too; only counted.
+        answer.set_outcome(event.outcome == LockOutcome::kReady
+                               ? v1::LockResponse::READY
+                               : v1::LockResponse::FAILED);
+        CountLock(answer, grpc::Status::OK, started);
+        return;
+      }
+      CountLock(answer, CompleteLock(id, std::move(event), false, &answer),
+                started);
+      options_.wake_notices->Answer(id, notice, answer.SerializeAsString());
+      return;
+    case LockOutcome::kTimedOut:
+      // The caller's own wait on the notice ends at the same deadline.
+      answer.set_outcome(v1::LockResponse::TIMED_OUT);
+      CountLock(answer, grpc::Status::OK, started);
+      return;
+    case LockOutcome::kGranted:
+      // Handed on at once; the notice's callers ask again and one of them
+      // is granted.
+      (void)locks_->Release(event.lease_id, id, nullptr);
+      break;
+    default:  // kShutdown: asked again, the daemon says why
+      break;
+  }
+  options_.wake_notices->Answer(id, notice, "");
 }
 
 void CompileCacheService::OnLockEvent(const EntryKey& id, LockEvent event,

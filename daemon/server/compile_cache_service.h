@@ -39,6 +39,7 @@
 #include "config/defaults.h"
 #include "daemon/index/catalog.h"
 #include "daemon/locks/lock_table.h"
+#include "daemon/locks/wake_notices.h"
 #include "daemon/publish/publisher.h"
 #include "daemon/remote_tier/remote_tier.h"
 #include "daemon/server/peer_credentials.h"
@@ -84,6 +85,9 @@ struct ServiceOptions {
   // The S3 tier (null: off): asked under a fresh lease before a rank is
   // told to compile, and handed what ranks publish.
   RemoteTier* remote = nullptr;
+  // Where a Lock that asks for it is parked on a wake notice instead of a
+  // parked call (null: never; requests are parked as calls).
+  WakeNotices* wake_notices = nullptr;
 };
 
 class CompileCacheService final
@@ -152,6 +156,18 @@ class CompileCacheService final
   void OnLockEvent(const EntryKey& id, LockEvent event,
                    grpc::CallbackServerContext* context, LockReactor* reactor,
                    v1::LockResponse* response, absl::Time started);
+  // Parks a Lock that allowed it on the key's wake notice, answering it
+  // PARKED; a Lock the table answers at once, or before the notice is
+  // joined, is answered as a call (OnLockEvent).
+  void ParkOnNotice(const EntryKey& id, const HolderInfo& holder,
+                    absl::Time deadline, grpc::CallbackServerContext* context,
+                    LockReactor* reactor, v1::LockResponse* response,
+                    absl::Time started);
+  // A LockTable event for a caller parked on `notice`: READY or FAILED is
+  // written to it; a grant is handed on (nobody is on the call to take it)
+  // and the notice says ask again, as it does on shutdown.
+  void OnNoticeEvent(const EntryKey& id, const WakeNotices::Notice& notice,
+                     LockEvent event, absl::Time started);
   // Turns a LockTable event into the Lock response; may re-check the store.
   grpc::Status CompleteLock(const EntryKey& id, LockEvent event,
                             bool client_gone, v1::LockResponse* response);
