@@ -74,7 +74,6 @@ WakeNotice::~WakeNotice() {
   // Gone first, so that nobody starts waiting on a notice that is over.
   (void)env_->Unlink(path_);
   Answer({});
-  munmap(page_, kHeaderBytes);
 }
 
 bool WakeNotice::Answer(absl::string_view answer) {
@@ -87,6 +86,10 @@ bool WakeNotice::Answer(absl::string_view answer) {
   // kAnswered reads them complete.
   __atomic_store_n(&header->state, kAnswered, __ATOMIC_RELEASE);
   Futex(&header->state, FUTEX_WAKE, INT_MAX, nullptr);
+  // Only the first Answer gets here: nothing else uses them.
+  munmap(page_, kHeaderBytes);
+  page_ = nullptr;
+  fd_ = UniqueFd();
   return true;
 }
 

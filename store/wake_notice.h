@@ -45,7 +45,9 @@ class WakeNotice {
 
   // Writes `answer` and wakes every waiter. The first answer wins: false
   // (and nothing written) if the notice was answered already. A failed
-  // write wakes the waiters with an empty answer.
+  // write wakes the waiters with an empty answer. The file stays (a late
+  // reader reads the answer) but this object lets go of it: no descriptor
+  // or mapping is held from then on.
   bool Answer(absl::string_view answer);
 
   bool answered() const { return answered_.load(); }
@@ -57,7 +59,7 @@ class WakeNotice {
   Env* const env_;
   const std::string path_;
   UniqueFd fd_;
-  void* const page_;
+  void* page_;  // null once answered
   std::atomic<bool> answered_{false};
 };
 

@@ -130,8 +130,9 @@ struct LockTableOptions {
   // what the client says, so this bounds a runaway client, not a hostile one.
   int max_leases_per_holder = 0;
   // Waiters parked at once across all keys; 0: no limit. Each parked waiter
-  // costs a gRPC call and its memory, so this bounds what a storm of ranks
-  // (or a runaway client) can make the daemon hold.
+  // costs its memory and a gRPC call (or a share of a wake notice), so this
+  // bounds what a storm of ranks (or a runaway client) can make the daemon
+  // hold.
   int max_waiters = 0;
   // Threads for Tick's shared-filesystem calls, and how long a Tick waits for
   // them before it leaves the stragglers to finish on their own.

@@ -9,8 +9,9 @@
 // parked after that gets a new one. An answered notice's file stays
 // `keep_answered` (or until 1024 newer ones were answered), so that a rank
 // that was told PARKED but opens it late still reads its answer instead of
-// asking again (which would count its lookup twice); a notice's file is
-// removed once that has passed and nobody else holds it.
+// asking again (which would count its lookup twice); an answered notice
+// holds no descriptor, and its file is removed once that has passed and
+// nobody else holds it.
 //
 // Thread-safe.
 #ifndef NEFFD_DAEMON_LOCKS_WAKE_NOTICES_H_
