@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "openssl/rand.h"
 
 namespace neffd {
 
@@ -92,9 +92,11 @@ absl::Status ChmodDir(const std::string& path, int mode, Env* env) {
 
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()),
-                 static_cast<int>(bytes)) != 1) {
-    // OpenSSL's generator failed (no entropy): still unique per process.
+  // The kernel's generator, not OpenSSL's: the first RAND_bytes of a
+  // process initialises OpenSSL (its config file, its DRBG), about 3 ms
+  // that a rank's first publish would wait for after its compile.
+  if (getrandom(raw.data(), bytes, 0) != static_cast<ssize_t>(bytes)) {
+    // No entropy yet (early boot) or an old kernel: still unique per process.
     thread_local absl::BitGen bits;
     for (char& c : raw) c = static_cast<char>(absl::Uniform<uint8_t>(bits));
   }

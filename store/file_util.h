@@ -69,8 +69,8 @@ absl::Status MakeGroupDirs(const std::string& path, int mode,
 absl::Status ChmodDir(const std::string& path, int mode,
                       Env* env = Env::Default());
 
-// `bytes` random bytes from OpenSSL's CSPRNG, as lowercase hex: a name no
-// other user can predict.
+// `bytes` random bytes from the kernel's CSPRNG (getrandom(2)), as lowercase
+// hex: a name no other user can predict.
 std::string RandomHex(size_t bytes);
 
 // A name no other process or host will pick: ".{base}.tmp.{host}.{pid}.{rand}".
