@@ -99,15 +99,11 @@ TEST_F(ClientRanksTest, LockWithLookUpIsCountedAsTheLookup) {
     return id;
   };
   auto lock = [&](const std::string& key, bool look_up) {
-    v1::LockRequest request;
-    *request.mutable_id() = id(key);
-    request.set_wait(true);
-    request.set_look_up(look_up);
-    v1::LockResponse response;
-    grpc::ClientContext context;
-    grpc::Status status = stub->Lock(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    LockCall call;
+    call.look_up = look_up;
+    absl::StatusOr<v1::LockResponse> response = CallLock(*stub, id(key), call);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.value_or(v1::LockResponse());
   };
   v1::LockResponse granted = lock("aaa111", true);
   ASSERT_EQ(granted.outcome(), v1::LockResponse::GRANTED);

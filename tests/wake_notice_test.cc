@@ -45,17 +45,13 @@ class WakeNoticeDaemonTest : public ::testing::Test {
 
   v1::LockResponse Lock(const std::string& key, bool wake_file,
                         bool look_up = false) {
-    v1::LockRequest request;
-    *request.mutable_id() = Id(key);
-    request.set_wait(true);
-    request.set_wait_seconds(60);
-    request.set_look_up(look_up);
-    request.set_wake_file(wake_file);
-    v1::LockResponse response;
-    grpc::ClientContext context;
-    grpc::Status status = stub_->Lock(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    LockCall call;
+    call.wait_seconds = 60;
+    call.look_up = look_up;
+    call.wake_file = wake_file;
+    absl::StatusOr<v1::LockResponse> response = CallLock(*stub_, Id(key), call);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.value_or(v1::LockResponse());
   }
 
   std::unique_ptr<DaemonProcess> daemon_;

@@ -318,21 +318,32 @@ bool DaemonProcess::Start() {
   return ready;
 }
 
+absl::StatusOr<v1::LockResponse> CallLock(v1::CompileCache::Stub& stub,
+                                          const v1::EntryId& id,
+                                          const LockCall& call) {
+  v1::LockRequest request;
+  *request.mutable_id() = id;
+  request.set_wait(call.wait);
+  request.set_wait_seconds(call.wait_seconds);
+  request.set_look_up(call.look_up);
+  request.set_wake_file(call.wake_file);
+  v1::LockResponse response;
+  grpc::ClientContext context;
+  grpc::Status status = stub.Lock(&context, request, &response);
+  if (!status.ok()) return absl::UnavailableError(status.error_message());
+  return response;
+}
+
 absl::Status PublishInline(v1::CompileCache::Stub& stub, const v1::EntryId& id,
                            const std::string& bytes,
                            const std::map<std::string, std::string>& metadata) {
-  v1::LockRequest lock;
-  *lock.mutable_id() = id;
-  lock.set_wait(true);
-  v1::LockResponse granted;
-  grpc::ClientContext c1;
-  grpc::Status locked = stub.Lock(&c1, lock, &granted);
-  if (!locked.ok()) return absl::UnavailableError(locked.error_message());
-  if (granted.outcome() != v1::LockResponse::GRANTED) {
+  absl::StatusOr<v1::LockResponse> granted = CallLock(stub, id);
+  if (!granted.ok()) return granted.status();
+  if (granted->outcome() != v1::LockResponse::GRANTED) {
     return absl::AlreadyExistsError(
-        v1::LockResponse::Outcome_Name(granted.outcome()));
+        v1::LockResponse::Outcome_Name(granted->outcome()));
   }
-  return PublishHeld(stub, granted.lease().lease_id(), id, bytes, metadata);
+  return PublishHeld(stub, granted->lease().lease_id(), id, bytes, metadata);
 }
 
 absl::Status PublishHeld(v1::CompileCache::Stub& stub,

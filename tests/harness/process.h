@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
 #include "tests/harness/temp_dir.h"
@@ -108,6 +109,19 @@ uint64_t LockWaiters(const DaemonProcess& daemon);
 // True if process `pid` has a file open whose path ends with `suffix`
 // (/proc/{pid}/fd): e.g. a daemon-less rank polling a key's lock file.
 bool HasOpenFile(pid_t pid, const std::string& suffix);
+
+// One Lock call on `id` as a rank sends it: waiting (up to `wait_seconds`,
+// 0: the daemon's default) unless `wait` is false, with `look_up` and
+// `wake_file` as given. Unavailable with gRPC's message if the call fails.
+struct LockCall {
+  bool wait = true;
+  uint32_t wait_seconds = 0;
+  bool look_up = false;
+  bool wake_file = false;
+};
+absl::StatusOr<v1::LockResponse> CallLock(v1::CompileCache::Stub& stub,
+                                          const v1::EntryId& id,
+                                          const LockCall& call = {});
 
 // Takes the lock on `id` and publishes `bytes` inline with `metadata`, as a
 // rank would. AlreadyExists if the entry was cached (the lock answered
