@@ -153,7 +153,6 @@ TEST_F(WakeNoticeTest, AWriterThatDiedIsSeenAsGone) {
   ASSERT_EQ(c, 'y');
   ChildWaiter w = ChildWaiter::Start(path_, absl::Seconds(60));
   WaitUntilMapped(w.pid, path_);
-  absl::SleepFor(3 * kProbe);  // its probes find the writer alive meanwhile
   kill(writer, SIGKILL);
   waitpid(writer, nullptr, 0);
   EXPECT_EQ(w.Result(),

@@ -6,8 +6,9 @@
 // one open notice: the first caller parked on it creates it, later ones join
 // it. The key's first answer (READY, FAILED, or empty: ask again) is written
 // to the open notice, waking everyone on it at once, and closes it; a caller
-// parked after that gets a new one. An answered notice's file stays
-// `keep_answered` (or until 1024 newer ones were answered), so that a rank
+// parked after that gets a new one. An answered notice's file stays at
+// least `keep_answered` (it goes at the first answer after that, or once
+// 1024 newer ones were answered), so that a rank
 // that was told PARKED but opens it late still reads its answer instead of
 // asking again (which would count its lookup twice); an answered notice
 // holds no descriptor, and its file is removed once that has passed and
