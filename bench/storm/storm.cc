@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -49,6 +50,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "bench/storm/expected.h"
+#include "bench/storm/step_profile.h"
 #include "bench/storm/storm_daemon.h"
 #include "tests/harness/process.h"
 
@@ -73,6 +75,9 @@ ABSL_FLAG(int, expect_compiles, -1,
 ABSL_FLAG(bool, wait_uploads, false,
           "before stopping the daemon, wait until its S3 upload queue is "
           "empty (bench/run_remote.sh seeds S3 this way)");
+ABSL_FLAG(std::string, profile, "",
+          "append each mode's step profile (bench/storm/step_profile.h), a "
+          "markdown table, to this file");
 ABSL_FLAG(std::string, daemon_flags, "--poll_interval=0.1",
           "extra neffd flags, space-separated");
 
@@ -166,6 +171,7 @@ struct Phase {
   // daemon, into its tier, from its log) to each waiter holding the path.
   std::map<int, int64_t> released_us;                  // graph -> when
   std::vector<std::pair<int, int64_t>> waiter_got_us;  // (graph, when)
+  std::map<int, CompilerTimes> compiler;  // graph -> its compiling rank's
   std::vector<double> NotificationMs() const;
   uint64_t ops = 0, bytes = 0;  // the ranks' own shared-dir counts
   double rank_cpu_s = 0;        // from "ready" to the last step
@@ -237,13 +243,16 @@ void SendAll(std::vector<Rank>& procs, const char* line) {
   }
 }
 
-// Adds one step's "held" answers ({g, held_us, compile_end_us, released_us})
-// to `phase`.
+// Adds one step's "held" answers ({g, held_us, compile_end_us, released_us,
+// go_us, compile_start_us}) to `phase`.
 void RecordHeld(const std::vector<std::vector<int64_t>>& held, Phase& phase) {
   std::map<int, std::vector<std::pair<int64_t, int64_t>>> by_graph;
   for (const std::vector<int64_t>& h : held) {
     by_graph[h[0]].push_back({h[1], h[2]});
     if (h[3] != 0) phase.released_us[h[0]] = h[3];
+    if (h[2] != 0) {
+      phase.compiler[h[0]] = CompilerTimes{h[4], h[5], h[2], h[3], h[1]};
+    }
   }
   for (auto& [g, got] : by_graph) {
     int64_t compiled_end = 0;
@@ -327,7 +336,7 @@ Phase RunRanks(const Mode& mode, const std::string& root,
     } else {
       SendAll(procs, "go\n");
     }
-    if (!(phase.ok = ReadAnswers(procs, "held", 4, mode.label, &answers))) {
+    if (!(phase.ok = ReadAnswers(procs, "held", 6, mode.label, &answers))) {
       break;
     }
     RecordHeld(answers, phase);
@@ -438,6 +447,7 @@ bool RunMode(const Mode& mode) {
       mode.kind == "legacy" ? absl::StrCat(phase.ops) : "n/a";
   std::string shared_bytes = absl::StrCat(phase.bytes);
   std::string daemon_cpu = "-", answer = "-", daemon_read = "-";
+  DaemonAnswers answers;
   if (daemon) {
     shared_ops =
         absl::StrCat(after.store_metadata_ops - before.store_metadata_ops);
@@ -449,9 +459,16 @@ bool RunMode(const Mode& mode) {
     if (absl::GetFlag(FLAGS_wait_uploads)) WaitForUploads(*daemon);
     daemon->Signal(SIGTERM);
     daemon->Wait();
-    const DaemonAnswers answers = ParseDaemonLog(daemon->process().Stderr());
+    answers = ParseDaemonLog(daemon->process().Stderr());
     for (const auto& [g, us] : answers.released_us) phase.released_us[g] = us;
     answer = Ms(answers.answer_ms, 0.99);
+  }
+  if (const std::string profile = absl::GetFlag(FLAGS_profile);
+      !profile.empty()) {
+    std::ofstream(profile, std::ios::app)
+        << StepProfileTable(absl::StrCat(mode.label, " ", ranks, " x ", graphs),
+                            phase.compiler, answers.steps)
+        << "\n";
   }
   const std::vector<double> notification_ms = phase.NotificationMs();
   const int expect = absl::GetFlag(FLAGS_expect_compiles);

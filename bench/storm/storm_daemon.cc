@@ -83,18 +83,30 @@ void WaitForUploads(test_support::DaemonProcess& daemon) {
 
 DaemonAnswers ParseDaemonLog(const std::string& log) {
   DaemonAnswers answers;
+  auto number = [](absl::string_view line, absl::string_view key) {
+    int64_t value = 0;
+    return absl::SimpleAtoi(LogValue(line, key), &value) ? value : 0;
+  };
   for (absl::string_view line : absl::StrSplit(log, '\n')) {
-    if (!absl::StrContains(line, "event=waiters_answered")) continue;
-    int64_t us = 0;
-    if (absl::SimpleAtoi(LogValue(line, "since_publish_us"), &us)) {
-      answers.answer_ms.push_back(us / 1e3);
-    }
     absl::string_view entry = LogValue(line, "entry");
-    int g = 0;
-    if (absl::ConsumePrefix(&entry, "neff/bench/storm") &&
-        absl::SimpleAtoi(entry, &g) &&
-        absl::SimpleAtoi(LogValue(line, "renamed_unix_us"), &us)) {
-      answers.released_us[g] = us;
+    int g = -1;
+    if (!absl::ConsumePrefix(&entry, "neff/bench/storm") ||
+        !absl::SimpleAtoi(entry, &g)) {
+      continue;
+    }
+    DaemonStep& step = answers.steps[g];
+    if (absl::StrContains(line, "event=lock_granted")) {
+      step.lock_started_us = number(line, "started_unix_us");
+      step.lock_answered_us = number(line, "answered_unix_us");
+    } else if (absl::StrContains(line, "event=published")) {
+      step.publish_started_us = number(line, "started_unix_us");
+      step.durable_us =
+          step.publish_started_us + number(line, "since_publish_us");
+    } else if (absl::StrContains(line, "event=waiters_answered")) {
+      answers.answer_ms.push_back(number(line, "since_publish_us") / 1e3);
+      step.renamed_us = number(line, "renamed_unix_us");
+      step.answered_us = number(line, "answered_unix_us");
+      if (step.renamed_us != 0) answers.released_us[g] = step.renamed_us;
     }
   }
   return answers;

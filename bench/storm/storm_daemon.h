@@ -5,12 +5,13 @@
 // `neffctl --json stats`, as an operator reads them), its process's CPU time
 // and read(2) bytes (/proc), and from its log when it answered each key's
 // parked waiters and when each graph's NEFF was renamed into its tier (the
-// release the storm's notification is measured from).
+// release the storm's notification is measured from), and when it granted
+// and published each graph (bench/storm/step_profile.h).
 //
-// The daemon runs at info level: the `waiters_answered` lines are info
-// lines. A graph g is the neff entry bench/GraphKey(g) (compiler version
-// "bench", bench/storm/storm_rank.cc; key "storm{g}", bench/storm/
-// expected.h). Not thread-safe: one storm thread.
+// The daemon runs at info level: the `lock_granted`, `published` and
+// `waiters_answered` lines are info lines. A graph g is the neff entry
+// bench/GraphKey(g) (compiler version "bench", bench/storm/storm_rank.cc; key
+// "storm{g}", bench/storm/ expected.h). Not thread-safe: one storm thread.
 #ifndef NEFFD_BENCH_STORM_STORM_DAEMON_H_
 #define NEFFD_BENCH_STORM_STORM_DAEMON_H_
 
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/storm/step_profile.h"
 #include "tests/harness/process.h"
 
 namespace neffd::bench {
@@ -51,6 +53,8 @@ struct DaemonAnswers {
   std::vector<double> answer_ms;
   // Graph -> when (unix µs) its NEFF was renamed into the daemon's tier.
   std::map<int, int64_t> released_us;
+  // Graph -> the daemon's readings of its Lock and Publish.
+  std::map<int, DaemonStep> steps;
 };
 
 DaemonAnswers ParseDaemonLog(const std::string& log);

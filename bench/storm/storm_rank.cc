@@ -6,9 +6,11 @@
 //   with neffd; fallback: the client library without a daemon; legacy: each
 //   rank on the shared directory by itself; floor:
 //   bench/storm/floor_protocol.h, which first says "locked" on rank 0) and
-//   answer "held <g> <unix_us> <compile_end_us> <released_us>": when it held
-//   the path, when its compile finished (0 if it did not compile) and, in
-//   legacy and floor mode, when it released the entry (0 otherwise);
+//   answer "held <g> <unix_us> <compile_end_us> <released_us> <go_us>
+//   <compile_start_us>": when it held the path, when its compile finished
+//   (0 if it did not compile), in legacy and floor mode when it released
+//   the entry (0 otherwise), when it read "go" and when its compile started
+//   (0 if it did not compile);
 //   "read" on stdin: read the NEFF once (the load), check its size and two
 //   page stamps, answer "got <g> <read_us>".
 // When stdin closes (the driver's clock has stopped) it compares every byte
@@ -100,6 +102,7 @@ class FakeCompiler {
 // ended (0 if it did not compile) and when it released the entry.
 struct Held {
   std::string path;
+  int64_t compile_start_us = 0;
   int64_t compile_end_us = 0;
   int64_t released_us = 0;
 };
@@ -145,10 +148,12 @@ int Main() {
   for (size_t step = 0; step < order.size(); ++step) {
     const int g = order[step];
     if (!std::getline(std::cin, line)) return 1;  // the driver went away
+    const int64_t go_us = NowUs();
     Held held;
     absl::Status got;
     if (client == nullptr) {
       auto compile = [&](const std::string& out) {
+        held.compile_start_us = NowUs();
         absl::Status s = compiler.Compile(g, out);
         held.compile_end_us = NowUs();
         return s;
@@ -178,6 +183,7 @@ int Main() {
     } else {
       absl::StatusOr<CacheResult> r = client->GetOrCompile(
           "neff", "bench", GraphKey(g), [&](const CompileJob& job) {
+            held.compile_start_us = NowUs();
             absl::Status s = compiler.Compile(g, job.output_path);
             held.compile_end_us = NowUs();
             return s.ok() ? CompileResult::Ok()
@@ -187,7 +193,7 @@ int Main() {
       if (r.ok()) {
         held.path = r->path;
         if (r->source != CacheResult::Source::kCompiled) {
-          held.compile_end_us = 0;
+          held.compile_start_us = held.compile_end_us = 0;
         }
       }
     }
@@ -197,9 +203,12 @@ int Main() {
       return 1;
     }
     paths.push_back(held.path);
-    std::printf("held %d %lld %lld %lld\n", g, static_cast<long long>(held_us),
+    std::printf("held %d %lld %lld %lld %lld %lld\n", g,
+                static_cast<long long>(held_us),
                 static_cast<long long>(held.compile_end_us),
-                static_cast<long long>(held.released_us));
+                static_cast<long long>(held.released_us),
+                static_cast<long long>(go_us),
+                static_cast<long long>(held.compile_start_us));
     std::fflush(stdout);
 
     if (!std::getline(std::cin, line)) return 1;
