@@ -98,14 +98,17 @@ class DaemonBackend::DaemonLease : public Lease {
       : backend_(backend), id_(std::move(id)), lease_(std::move(lease)) {
     const absl::Duration every = std::max(
         absl::Milliseconds(lease_.ttl_ms()) / 3, absl::Milliseconds(50));
-    heartbeat_ =
-        backend_->options_.env->StartThread("neffd-heartbeat", [this, every] {
-          if (!HoldOnStream(every)) KeepAliveByCalls(every);
+    heartbeat_ = backend_->options_.env->StartThread(
+        "neffd-heartbeat",
+        [backend, beat = beat_, lease_id = lease_.lease_id(), every] {
+          if (!HoldOnStream(backend, *beat, lease_id, every)) {
+            KeepAliveByCalls(backend, *beat, lease_id, every);
+          }
         });
   }
 
   ~DaemonLease() override {
-    StopHeartbeat();
+    StopHeartbeat(/*wait=*/true);
     if (resolved_) return;
     v1::UnlockRequest request;
     request.set_lease_id(lease_.lease_id());
@@ -159,7 +162,7 @@ class DaemonBackend::DaemonLease : public Lease {
     }
     if (!status.ok()) return Error(status, "Publish");
     resolved_ = true;
-    StopHeartbeat();
+    StopHeartbeat(/*wait=*/false);
     return response.entry();
   }
 
@@ -179,7 +182,7 @@ class DaemonBackend::DaemonLease : public Lease {
         &ignored);
     if (!status.ok()) return Error(status, "Unlock");
     resolved_ = true;
-    StopHeartbeat();
+    StopHeartbeat(/*wait=*/false);
     // Answer with the failure exactly as the waiters got it.
     absl::StatusOr<v1::LookupResponse> recorded = backend_->Lookup(id_);
     if (recorded.ok() && recorded->result() == v1::LookupResponse::FAILED) {
@@ -191,52 +194,71 @@ class DaemonBackend::DaemonLease : public Lease {
   }
 
  private:
-  void StopHeartbeat() {
+  // What the lease and its heartbeat thread share: the thread may outlive
+  // the lease, which returns as soon as it is resolved.
+  struct Beat {
+    absl::Notification stop;
+    absl::Mutex mu;
+    grpc::ClientContext* stream_context ABSL_GUARDED_BY(mu) = nullptr;
+  };
+
+  // Ends the heartbeat: its stream is cancelled at once. With `wait`, the
+  // thread is joined here; without, a resolved lease's caller does not wait
+  // for it (under an SPMD step's load, a thread's wake-up is ~1 ms): the
+  // backend joins it later (RetireHeartbeat).
+  void StopHeartbeat(bool wait) {
     if (!heartbeat_.joinable()) return;
-    stop_.Notify();
+    beat_->stop.Notify();
     {
-      absl::MutexLock lock(&stream_mu_);
-      if (stream_context_ != nullptr) stream_context_->TryCancel();
+      absl::MutexLock lock(&beat_->mu);
+      if (beat_->stream_context != nullptr) beat_->stream_context->TryCancel();
     }
-    heartbeat_.Join();
+    if (wait) {
+      heartbeat_.Join();
+    } else {
+      backend_->RetireHeartbeat(std::move(heartbeat_));
+    }
   }
 
   // Keeps the lease on a Hold stream, so that the daemon revokes it the
   // moment this process dies (its socket closes) rather than after the TTL.
   // False if the daemon does not offer Hold (an older neffd): the caller
   // renews with KeepAlive calls instead.
-  bool HoldOnStream(absl::Duration every) {
+  static bool HoldOnStream(DaemonBackend* backend, Beat& beat,
+                           const std::string& lease_id, absl::Duration every) {
     grpc::ClientContext context;
     {
-      absl::MutexLock lock(&stream_mu_);
-      if (stop_.HasBeenNotified()) return true;
-      stream_context_ = &context;
+      absl::MutexLock lock(&beat.mu);
+      if (beat.stop.HasBeenNotified()) return true;
+      beat.stream_context = &context;
     }
-    auto stream = backend_->stub_->Hold(&context);
+    auto stream = backend->stub_->Hold(&context);
     v1::KeepAliveRequest request;
-    request.set_lease_id(lease_.lease_id());
+    request.set_lease_id(lease_id);
     v1::KeepAliveResponse response;
     bool first = true;
     while (stream->Write(request) && stream->Read(&response)) {
       first = false;
-      if (stop_.WaitForNotificationWithTimeout(every)) break;
+      if (beat.stop.WaitForNotificationWithTimeout(every)) break;
     }
     // The lease is resolved (StopHeartbeat cancelled the stream), revoked,
     // or the daemon went away; none of them is retried on a new stream.
     grpc::Status status = stream->Finish();
     {
-      absl::MutexLock lock(&stream_mu_);
-      stream_context_ = nullptr;
+      absl::MutexLock lock(&beat.mu);
+      beat.stream_context = nullptr;
     }
     return !(first && status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
   }
 
-  void KeepAliveByCalls(absl::Duration every) {
-    while (!stop_.WaitForNotificationWithTimeout(every)) {
+  static void KeepAliveByCalls(DaemonBackend* backend, Beat& beat,
+                               const std::string& lease_id,
+                               absl::Duration every) {
+    while (!beat.stop.WaitForNotificationWithTimeout(every)) {
       v1::KeepAliveRequest request;
-      request.set_lease_id(lease_.lease_id());
+      request.set_lease_id(lease_id);
       v1::KeepAliveResponse response;
-      grpc::Status status = backend_->stub_->KeepAlive(
+      grpc::Status status = backend->stub_->KeepAlive(
           ContextWithTimeout(every).get(), request, &response);
       // A revoked lease cannot come back; a daemon that is down may.
       if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
@@ -253,11 +275,20 @@ class DaemonBackend::DaemonLease : public Lease {
   const EntryKey id_;
   const v1::Lease lease_;
   bool resolved_ = false;
-  absl::Notification stop_;
-  absl::Mutex stream_mu_;
-  grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(stream_mu_) = nullptr;
+  const std::shared_ptr<Beat> beat_ = std::make_shared<Beat>();
   EnvThread heartbeat_;
 };
+
+void DaemonBackend::RetireHeartbeat(EnvThread heartbeat) {
+  std::vector<EnvThread> ended;
+  {
+    absl::MutexLock lock(&retired_mu_);
+    ended.swap(retired_);
+    retired_.push_back(std::move(heartbeat));
+  }
+  // Their streams were cancelled a compile or more ago: these joins return.
+  ended.clear();
+}
 
 DaemonBackend::DaemonBackend(DaemonBackendOptions options,
                              std::shared_ptr<grpc::Channel> channel)

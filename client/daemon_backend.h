@@ -33,7 +33,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "client/backend.h"
 #include "grpcpp/channel.h"
 #include "proto/neffd/v1/neffd.grpc.pb.h"
@@ -80,9 +83,16 @@ class DaemonBackend : public Backend {
   std::optional<v1::LockResponse> WaitParked(const std::string& path,
                                              absl::Duration deadline);
 
+  // Keeps a resolved lease's heartbeat thread, whose stream was cancelled,
+  // to be joined by the next one retired or by the destructor.
+  void RetireHeartbeat(EnvThread heartbeat);
+
   const DaemonBackendOptions options_;
   const std::unique_ptr<v1::CompileCache::Stub> stub_;
   std::atomic<bool> wake_files_{true};
+  absl::Mutex retired_mu_;
+  // Declared after stub_: joined before the stub they use is destroyed.
+  std::vector<EnvThread> retired_ ABSL_GUARDED_BY(retired_mu_);
 };
 
 }  // namespace neffd
