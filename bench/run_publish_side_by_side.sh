@@ -3,7 +3,9 @@
 # baseline build, in one run, alternating, on the same machine:
 #   1. the 128 KiB publish (bench/publish_small.h: end to end, the RPC alone,
 #      the daemon's CPU, beside the hand-written durable write);
-#   2. the storm, 32 ranks x 24 graphs of 128 KiB NEFFs (daemon and floor);
+#   2. the storm, 32 ranks x 24 graphs of 128 KiB NEFFs (daemon and floor),
+#      with its step profile (bench/storm/step_profile.h; a baseline built
+#      before it has no --profile flag);
 #   3. the 256 MiB publish against cp + fsync (bench/publish_bench.cc).
 # The baseline is a copy of a build of the baseline commit with this bench
 # (its publish_bench and storm directories, runfiles dereferenced), e.g.
@@ -44,7 +46,8 @@ for round in $(seq "$ROUNDS"); do
     fi
     if [[ " $PARTS " == *" storm "* ]]; then
       "$dir/storm/storm" --ranks=32 --graphs=24 --neff_bytes=131072 \
-        --compile_ms=200 --modes=daemon,floor --workdir="$OUT/storm" |
+        --compile_ms=200 --modes=daemon,floor --workdir="$OUT/storm" \
+        --profile="$OUT/profile.$build.$round.md" |
         grep '^| [a-z]' | sed "s/^/$build $round /" |
         tee -a "$OUT/storm.rows"
     fi
