@@ -185,23 +185,72 @@ TEST(PublishDurabilityTest, SyncsDataNamesAndMarkerInOrder) {
                                  {{kKeyInputsMetadata, "{}"}})
                   .ok());
   // The three new directories (two shards, the records) are named durably
-  // in their parents, the artifact's data before its rename, its name and
-  // the key inputs before model.done exists, model.done's data before its
-  // rename, and its name last.
+  // in their parents, the artifact's data before its rename, its name (and
+  // the shard's, the first time) and the key inputs before model.done
+  // exists, model.done's data before its rename, and its name last.
+  const std::string top = fs::path(root).filename().string();
+  EXPECT_EQ(recording.calls(), (std::vector<std::string>{
+                                   "fsync directory " + top,
+                                   "fsync directory du",
+                                   "fsync directory ra",
+                                   "fsync .durable01.neff.tmp",
+                                   "rename .durable01.neff.tmp",
+                                   "fsync directory ra",
+                                   "fsync directory du",
+                                   "fsync directory " + top,
+                                   "fsync .compile_flags.json.tmp",
+                                   "rename .compile_flags.json.tmp",
+                                   "fsync directory durable01.neffd",
+                                   "fsync .model.done.tmp",
+                                   "rename .model.done.tmp",
+                                   "fsync directory durable01.neffd",
+                               }));
+}
+
+TEST(PublishDurabilityTest, ShardDirectoriesAnotherWriterMadeAreNamedDurably) {
+  const std::string root = test_support::NewTempDir("lease_made");
+  SyncRecordingEnv recording;
+  StoreOptions options;
+  options.root = root;
+  options.host_id = "hostA";
+  options.env = &recording;
+  std::unique_ptr<Store> store = *Store::Open(options);
+  // A Lock's lease file makes the entry's directories without an fsync
+  // (daemon/locks/file_locks.h), before the publish that needs their names.
+  const EntryKey first = *EntryKey::Parse("neff", "2.19.1", "leased01");
+  const EntryKey second = *EntryKey::Parse("neff", "2.19.1", "leased02");
+  for (const EntryKey& id : {first, second}) {
+    fs::create_directories(store->PathsOf(id).records_dir);
+  }
+  auto publish = [&](const EntryKey& id) {
+    const std::string bytes = "bytes of " + id.key();
+    return store->PublishBytes(id, bytes, Sha256Hex(bytes), {"hostA", 1}, {})
+        .status();
+  };
+  ASSERT_TRUE(publish(first).ok());
+  const std::string top = fs::path(root).filename().string();
   EXPECT_EQ(recording.calls(),
             (std::vector<std::string>{
-                "fsync directory " + fs::path(root).filename().string(),
-                "fsync directory du",
-                "fsync directory ra",
-                "fsync .durable01.neff.tmp",
-                "rename .durable01.neff.tmp",
-                "fsync directory ra",
-                "fsync .compile_flags.json.tmp",
-                "rename .compile_flags.json.tmp",
-                "fsync directory durable01.neffd",
+                "fsync .leased01.neff.tmp",
+                "rename .leased01.neff.tmp",
+                "fsync directory as",
+                "fsync directory le",  // the shard "le/as": "as" in "le"
+                "fsync directory " + top,
                 "fsync .model.done.tmp",
                 "rename .model.done.tmp",
-                "fsync directory durable01.neffd",
+                "fsync directory leased01.neffd",
+            }));
+  // Once per shard: the second entry in it syncs only its own names.
+  ASSERT_TRUE(publish(second).ok());
+  const std::vector<std::string> calls = recording.calls();
+  EXPECT_EQ(std::vector<std::string>(calls.begin() + 8, calls.end()),
+            (std::vector<std::string>{
+                "fsync .leased02.neff.tmp",
+                "rename .leased02.neff.tmp",
+                "fsync directory as",
+                "fsync .model.done.tmp",
+                "rename .model.done.tmp",
+                "fsync directory leased02.neffd",
             }));
 }
 

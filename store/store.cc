@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "store/digest.h"
@@ -334,6 +335,7 @@ absl::StatusOr<PublishResult> Store::PublishWritten(
   // The artifact's name is durable before model.done may name it; the key
   // inputs go before model.done, so a complete entry always has them.
   absl::Status finished = env_.SyncDir(paths.artifact_dir);
+  if (finished.ok()) finished = SyncShardNames(paths.artifact_dir);
   auto inputs = md.find(kKeyInputsMetadata);
   if (finished.ok() && inputs != md.end()) {
     finished = WriteFileAtomically(paths.records_dir, paths.key_inputs_name,
@@ -355,6 +357,24 @@ absl::StatusOr<PublishResult> Store::PublishWritten(
   return PublishResult{
       StoredEntry{EntryFromDone(id, artifact, done), IdentityOf(st), false},
       false};
+}
+
+absl::Status Store::SyncShardNames(const std::string& shard_dir) {
+  {
+    absl::MutexLock lock(&synced_shards_mu_);
+    if (synced_shards_.contains(shard_dir)) return absl::OkStatus();
+  }
+  for (std::string dir = shard_dir; dir.size() > options_.root.size() &&
+                                    absl::StartsWith(dir, options_.root);
+       dir = dir.substr(0, dir.rfind('/'))) {
+    if (absl::Status s = env_.SyncDir(dir.substr(0, dir.rfind('/'))); !s.ok()) {
+      return s;
+    }
+  }
+  absl::MutexLock lock(&synced_shards_mu_);
+  if (synced_shards_.size() >= (1 << 16)) synced_shards_.clear();
+  synced_shards_.insert(shard_dir);
+  return absl::OkStatus();
 }
 
 absl::Status Store::WriteDone(const EntryKey& id, const v1::DoneRecord& done) {

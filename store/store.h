@@ -42,9 +42,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "config/defaults.h"
 #include "proto/neffd/v1/records.pb.h"
@@ -242,7 +245,11 @@ class Store {
   //
   // Durability: when this returns OK the entry survives a power loss. The
   // order leaves nothing or a whole entry at every crash point:
-  //   1. a directory it had to create: its parent is fsynced;
+  //   1. a directory it had to create: its parent is fsynced; the first
+  //      publish into a shard directory (per Store) also fsyncs every
+  //      directory from the shard's parent up to the root, since another
+  //      writer may have created them without (the lease file of a Lock,
+  //      daemon/locks/file_locks.h);
   //   2. the artifact is written to a temp file in its shard directory and
   //      fsynced, then renamed to its name; the shard directory is fsynced;
   //   3. the key inputs (if any) are written, fsynced and renamed in the
@@ -354,6 +361,9 @@ class Store {
 
   absl::string_view ArtifactName() const;
   absl::Status WriteDone(const EntryKey& id, const v1::DoneRecord& done);
+  // Fsyncs the directories holding `shard_dir`'s name and its ancestors'
+  // up to the root, once per shard directory.
+  absl::Status SyncShardNames(const std::string& shard_dir);
   // Find's answer for a damaged entry (see OnDamage).
   absl::Status Damaged(const EntryKey& id, absl::string_view reason,
                        OnDamage on_damage,
@@ -385,6 +395,11 @@ class Store {
   // methods read the filesystem too, and counting them is not a change.
   mutable CountingEnv env_;
   mutable std::atomic<uint64_t> quarantined_{0};
+  // Shard directories whose names, up to the root, this store has fsynced
+  // (step 1 of PublishFromFd's order); emptied when it reaches 65536.
+  absl::Mutex synced_shards_mu_;
+  absl::flat_hash_set<std::string> synced_shards_
+      ABSL_GUARDED_BY(synced_shards_mu_);
 };
 
 }  // namespace neffd
