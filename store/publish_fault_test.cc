@@ -170,14 +170,20 @@ class SyncRecordingEnv : public EnvWrapper {
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST(PublishDurabilityTest, SyncsDataNamesAndMarkerInOrder) {
-  const std::string root = test_support::NewTempDir("durability");
-  SyncRecordingEnv recording;
+// A store on `root` whose durability calls `recording` records.
+std::unique_ptr<Store> OpenRecorded(const std::string& root,
+                                    SyncRecordingEnv* recording) {
   StoreOptions options;
   options.root = root;
   options.host_id = "hostA";
-  options.env = &recording;
-  std::unique_ptr<Store> store = *Store::Open(options);
+  options.env = recording;
+  return *Store::Open(options);
+}
+
+TEST(PublishDurabilityTest, SyncsDataNamesAndMarkerInOrder) {
+  const std::string root = test_support::NewTempDir("durability");
+  SyncRecordingEnv recording;
+  std::unique_ptr<Store> store = OpenRecorded(root, &recording);
   const EntryKey id = *EntryKey::Parse("neff", "2.19.1", "durable01");
   const std::string bytes = "neff bytes";
   ASSERT_TRUE(store
@@ -210,11 +216,7 @@ TEST(PublishDurabilityTest, SyncsDataNamesAndMarkerInOrder) {
 TEST(PublishDurabilityTest, ShardDirectoriesAnotherWriterMadeAreNamedDurably) {
   const std::string root = test_support::NewTempDir("lease_made");
   SyncRecordingEnv recording;
-  StoreOptions options;
-  options.root = root;
-  options.host_id = "hostA";
-  options.env = &recording;
-  std::unique_ptr<Store> store = *Store::Open(options);
+  std::unique_ptr<Store> store = OpenRecorded(root, &recording);
   // A Lock's lease file makes the entry's directories without an fsync
   // (daemon/locks/file_locks.h), before the publish that needs their names.
   const EntryKey first = *EntryKey::Parse("neff", "2.19.1", "leased01");
