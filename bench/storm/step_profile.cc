@@ -1,7 +1,5 @@
 #include "bench/storm/step_profile.h"
 
-#include <functional>
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,82 +9,72 @@
 namespace neffd::bench {
 namespace {
 
-struct Segment {
-  const char* name;
-  // Milliseconds of one step; none where a reading is missing.
-  std::function<std::optional<double>(const CompilerTimes&, const DaemonStep&)>
-      ms;
+// One step's readings, the rank's and the daemon's, side by side (unix µs;
+// 0 where missing).
+struct Readings {
+  CompilerTimes rank;
+  DaemonStep daemon;
+  // The store's copy starts once the waiters are answered, or at once when
+  // nobody waited.
+  int64_t store_start_us() const {
+    return daemon.answered_us != 0 ? daemon.answered_us : daemon.renamed_us;
+  }
 };
 
-std::optional<double> Between(int64_t from_us, int64_t to_us) {
-  if (from_us == 0 || to_us == 0) return std::nullopt;
-  return (to_us - from_us) / 1e3;
-}
+using Reading = int64_t (*)(const Readings&);
+
+// A segment is the time from one reading to another.
+struct Segment {
+  const char* name;
+  Reading from;
+  Reading to;
+};
+
+#define NEFFD_READING(expr) [](const Readings& r) -> int64_t { return expr; }
 
 const std::vector<Segment>& DaemonSegments() {
   static const auto* const segments = new std::vector<Segment>{
       {"go → the daemon begins the Lock that is granted (call in)",
-       [](const CompilerTimes& c, const DaemonStep& d) {
-         return Between(c.go_us, d.lock_started_us);
-       }},
+       NEFFD_READING(r.rank.go_us), NEFFD_READING(r.daemon.lock_started_us)},
       {"the grant (lookup, lease, lock files)",
-       [](const CompilerTimes&, const DaemonStep& d) {
-         return Between(d.lock_started_us, d.lock_answered_us);
-       }},
+       NEFFD_READING(r.daemon.lock_started_us),
+       NEFFD_READING(r.daemon.lock_answered_us)},
       {"GRANTED sent → compile starts (answer out, lease, work dir)",
-       [](const CompilerTimes& c, const DaemonStep& d) {
-         return Between(d.lock_answered_us, c.compile_start_us);
-       }},
-      {"**go → compile starts**",
-       [](const CompilerTimes& c, const DaemonStep&) {
-         return Between(c.go_us, c.compile_start_us);
-       }},
+       NEFFD_READING(r.daemon.lock_answered_us),
+       NEFFD_READING(r.rank.compile_start_us)},
+      {"**go → compile starts**", NEFFD_READING(r.rank.go_us),
+       NEFFD_READING(r.rank.compile_start_us)},
       {"compile end → the daemon begins Publish (staging, call in)",
-       [](const CompilerTimes& c, const DaemonStep& d) {
-         return Between(c.compile_end_us, d.publish_started_us);
-       }},
+       NEFFD_READING(r.rank.compile_end_us),
+       NEFFD_READING(r.daemon.publish_started_us)},
       {"Publish → the verified NEFF is in the tier",
-       [](const CompilerTimes&, const DaemonStep& d) {
-         return Between(d.publish_started_us, d.renamed_us);
-       }},
+       NEFFD_READING(r.daemon.publish_started_us),
+       NEFFD_READING(r.daemon.renamed_us)},
       {"tier → this host's waiters answered (hand-off, one notice)",
-       [](const CompilerTimes&, const DaemonStep& d) {
-         return Between(d.renamed_us, d.answered_us);
-       }},
+       NEFFD_READING(r.daemon.renamed_us), NEFFD_READING(r.daemon.answered_us)},
       {"answered → durable in the shared store (copy, fsyncs, index)",
-       [](const CompilerTimes&, const DaemonStep& d) {
-         return Between(d.answered_us != 0 ? d.answered_us : d.renamed_us,
-                        d.durable_us);
-       }},
+       NEFFD_READING(r.store_start_us()), NEFFD_READING(r.daemon.durable_us)},
       {"durable → the compiling rank holds the path (answer out, client)",
-       [](const CompilerTimes& c, const DaemonStep& d) {
-         return Between(d.durable_us, c.held_us);
-       }},
+       NEFFD_READING(r.daemon.durable_us), NEFFD_READING(r.rank.held_us)},
       {"**compile end → the compiling rank holds the path**",
-       [](const CompilerTimes& c, const DaemonStep&) {
-         return Between(c.compile_end_us, c.held_us);
-       }},
+       NEFFD_READING(r.rank.compile_end_us), NEFFD_READING(r.rank.held_us)},
   };
   return *segments;
 }
 
 const std::vector<Segment>& DirectSegments() {
   static const auto* const segments = new std::vector<Segment>{
-      {"**go → compile starts** (lock held)",
-       [](const CompilerTimes& c, const DaemonStep&) {
-         return Between(c.go_us, c.compile_start_us);
-       }},
+      {"**go → compile starts** (lock held)", NEFFD_READING(r.rank.go_us),
+       NEFFD_READING(r.rank.compile_start_us)},
       {"compile end → released (renamed, unlocked)",
-       [](const CompilerTimes& c, const DaemonStep&) {
-         return Between(c.compile_end_us, c.released_us);
-       }},
+       NEFFD_READING(r.rank.compile_end_us), NEFFD_READING(r.rank.released_us)},
       {"**compile end → the compiling rank holds the path**",
-       [](const CompilerTimes& c, const DaemonStep&) {
-         return Between(c.compile_end_us, c.held_us);
-       }},
+       NEFFD_READING(r.rank.compile_end_us), NEFFD_READING(r.rank.held_us)},
   };
   return *segments;
 }
+
+#undef NEFFD_READING
 
 }  // namespace
 
@@ -96,15 +84,17 @@ std::string StepProfileTable(const std::string& label,
   std::string table = absl::StrCat("| ", label,
                                    ": the compiling rank's path | steps | p50 "
                                    "(ms) | p90 (ms) |\n|---|---:|---:|---:|\n");
-  const DaemonStep none;
   for (const Segment& segment :
        daemon.empty() ? DirectSegments() : DaemonSegments()) {
     std::vector<double> ms;
     for (const auto& [g, times] : compiler) {
-      auto step = daemon.find(g);
-      std::optional<double> v =
-          segment.ms(times, step == daemon.end() ? none : step->second);
-      if (v.has_value()) ms.push_back(*v);
+      Readings readings{times, {}};
+      if (auto step = daemon.find(g); step != daemon.end()) {
+        readings.daemon = step->second;
+      }
+      const int64_t from = segment.from(readings);
+      const int64_t to = segment.to(readings);
+      if (from != 0 && to != 0) ms.push_back((to - from) / 1e3);
     }
     absl::StrAppend(&table, "| ", segment.name, " | ", ms.size(), " | ",
                     absl::StrFormat("%.2f | %.2f", Percentile(ms, 0.5),
