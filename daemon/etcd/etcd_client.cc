@@ -229,7 +229,14 @@ EtcdClient::EtcdClient(EtcdOptions options,
 
 absl::Status EtcdClient::Error(const grpc::Status& status,
                                const char* call) const {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+  // etcd (Go) ends a call whose deadline its own context saw pass first
+  // with UNKNOWN "context deadline exceeded": the same deadline, not a
+  // failure of etcd's.
+  const bool deadline = status.error_code() == grpc::StatusCode::UNKNOWN &&
+                        status.error_message() == "context deadline exceeded";
+  return absl::Status(deadline
+                          ? absl::StatusCode::kDeadlineExceeded
+                          : static_cast<absl::StatusCode>(status.error_code()),
                       absl::StrCat("etcd at ", options_.endpoints, ": ", call,
                                    ": ", status.error_message()));
 }
