@@ -15,6 +15,9 @@
 //                 while the others block on its flock, so the kernel wakes
 //                 them as the NEFF lands (bench/storm/floor_protocol.h);
 //                 same order, not warm
+//   floor:durable the floor whose compiling rank fsyncs the NEFF and its
+//                 name before the others wake (the hand-written durable
+//                 write), as a PUBLISHED entry must be durable
 // --order=same: every rank asks for the graphs in the same order (SPMD);
 // random: each rank its own permutation (still a barrier per step).
 // --warm: the store is populated first (one rank, instant compiles, not
@@ -64,7 +67,7 @@ ABSL_FLAG(int64_t, keep_bytes_per_rank, 64 << 20,
           "graphs x NEFF size fits, else they read the paths again");
 ABSL_FLAG(int64_t, neff_bytes, 8 << 20, "NEFF size");
 ABSL_FLAG(std::string, modes, "daemon,legacy:100,legacy:1000",
-          "daemon, fallback, legacy[:poll ms], floor");
+          "daemon, fallback, legacy[:poll ms], floor[:durable]");
 ABSL_FLAG(int, poll_ms, 1000, "legacy ranks' poll interval (legacy w/o :MS)");
 ABSL_FLAG(std::string, order, "same", "same (SPMD) or random per rank");
 ABSL_FLAG(bool, warm, false, "populate first; ranks only look up and read");
@@ -89,6 +92,7 @@ namespace {
 struct Mode {
   std::string kind;  // daemon, fallback, legacy, floor
   int poll_ms = 0;
+  bool durable = false;  // floor:durable
   std::string label;
 };
 
@@ -101,6 +105,10 @@ Mode ParseMode(absl::string_view spec) {
     m.poll_ms = absl::GetFlag(FLAGS_poll_ms);
     if (parts.size() > 1) (void)absl::SimpleAtoi(parts[1], &m.poll_ms);
     m.label = absl::StrFormat("legacy@%gs", m.poll_ms / 1000.0);
+  }
+  if (m.kind == "floor" && parts.size() > 1 && parts[1] == "durable") {
+    m.durable = true;
+    m.label = "durable floor";
   }
   return m;
 }
@@ -297,6 +305,7 @@ Phase RunRanks(const Mode& mode, const std::string& root,
     procs.push_back(
         Spawn({test_support::Runfile("bench/storm/storm_rank"),
                "--mode=" + mode.kind, absl::StrCat("--graphs=", graphs),
+               absl::StrCat("--durable=", mode.durable),
                absl::StrCat("--compile_ms=", compile_ms),
                absl::StrCat("--jitter=", absl::GetFlag(FLAGS_jitter)),
                absl::StrCat("--jitter_seed=", absl::GetFlag(FLAGS_jitter_seed)),
@@ -396,7 +405,8 @@ bool RunMode(const Mode& mode) {
   const int ranks = absl::GetFlag(FLAGS_ranks);
   const int graphs = absl::GetFlag(FLAGS_graphs);
   const bool warm = absl::GetFlag(FLAGS_warm);
-  const std::string root = absl::GetFlag(FLAGS_workdir) + "/" + mode.kind;
+  const std::string root = absl::GetFlag(FLAGS_workdir) + "/" +
+                           (mode.durable ? "floor-durable" : mode.kind);
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root + "/neff");
   setenv("TEST_TMPDIR", root.c_str(), 1);
@@ -514,6 +524,13 @@ int Main(int argc, char** argv) {
     if (kind != "daemon" && kind != "fallback" && kind != "legacy" &&
         kind != "floor") {
       std::fprintf(stderr, "--modes: unknown mode '%s'\n", kind.c_str());
+      return 2;
+    }
+    if (kind == "floor" && spec != "floor" && !modes.back().durable) {
+      std::fprintf(stderr,
+                   "--modes: '%s': the floor's one variant is "
+                   "floor:durable\n",
+                   std::string(spec).c_str());
       return 2;
     }
     if (kind == "floor" && (order != "same" || absl::GetFlag(FLAGS_warm))) {

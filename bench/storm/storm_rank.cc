@@ -40,6 +40,8 @@
 #include "store/file_util.h"
 
 ABSL_FLAG(std::string, mode, "daemon", "daemon, fallback, legacy or floor");
+ABSL_FLAG(bool, durable, false,
+          "floor: the compiling rank fsyncs the NEFF and its name");
 ABSL_FLAG(int, graphs, 16, "graphs per rank");
 ABSL_FLAG(int, compile_ms, 200, "fake compile time before jitter");
 ABSL_FLAG(double, jitter, 0.2, "compile time jitter, a fraction of it");
@@ -168,6 +170,7 @@ int Main() {
                     compile, &counters)
               : FloorGetOrCompile(
                     entry_dir, /*compiles=*/rank == 0,
+                    absl::GetFlag(FLAGS_durable),
                     [] {
                       std::printf("locked\n");
                       std::fflush(stdout);
