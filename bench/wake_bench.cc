@@ -52,6 +52,10 @@ std::vector<double> RoundTrips(int child_cpu, absl::Duration gap, int rounds) {
     _exit(2);
   }
   const pid_t child = fork();
+  if (child < 0) {
+    std::perror("fork");
+    _exit(2);
+  }
   if (child == 0) {
     // Without the parent's ends, the child's read ends when the parent's
     // write end closes.
