@@ -12,7 +12,6 @@
 //
 //   bazel build -c opt //bench:wake_bench && bazel-bin/bench/wake_bench
 #include <sched.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,12 +26,15 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_util.h"
 
 ABSL_FLAG(std::string, gaps_us, "0,1000,20000",
           "idle time before each round trip, comma-separated (µs)");
 ABSL_FLAG(int, rounds, 300, "round trips per row");
 
 namespace {
+
+using neffd::bench::Percentile;
 
 void PinTo(int cpu) {
   cpu_set_t set;
@@ -86,12 +88,7 @@ std::vector<double> RoundTrips(int child_cpu, absl::Duration gap, int rounds) {
   close(to_child[1]);
   close(to_parent[0]);
   waitpid(child, nullptr, 0);
-  std::sort(us.begin(), us.end());
   return us;
-}
-
-double Percentile(const std::vector<double>& sorted, double q) {
-  return sorted[static_cast<size_t>(q * (sorted.size() - 1))];
 }
 
 }  // namespace

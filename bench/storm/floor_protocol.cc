@@ -4,23 +4,12 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/file.h>
-#include <unistd.h>
 
 #include "absl/time/clock.h"
+#include "store/env.h"
 #include "store/file_util.h"
 
 namespace neffd::bench {
-namespace {
-
-absl::Status Fsync(const std::string& path, int flags) {
-  UniqueFd fd(open(path.c_str(), flags | O_CLOEXEC));
-  if (!fd.valid() || fsync(fd.get()) != 0) {
-    return absl::ErrnoToStatus(errno, "fsync " + path);
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<DirectResult> FloorGetOrCompile(
     const std::string& entry_dir, bool compiles, bool durable,
@@ -46,16 +35,17 @@ absl::StatusOr<DirectResult> FloorGetOrCompile(
   locked();
   const std::string tmp = result.neff_path + ".tmp";
   if (absl::Status s = compile(tmp); !s.ok()) return s;
+  Env* env = Env::Default();
   if (durable) {
-    if (absl::Status s = Fsync(tmp, O_RDONLY); !s.ok()) return s;
+    absl::StatusOr<UniqueFd> written = env->Open(tmp, O_RDONLY);
+    if (!written.ok()) return written.status();
+    if (absl::Status s = env->Sync(written->get(), tmp); !s.ok()) return s;
   }
   if (rename(tmp.c_str(), result.neff_path.c_str()) != 0) {
     return absl::ErrnoToStatus(errno, "renaming to " + result.neff_path);
   }
   if (durable) {
-    if (absl::Status s = Fsync(entry_dir, O_RDONLY | O_DIRECTORY); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = env->SyncDir(entry_dir); !s.ok()) return s;
   }
   result.released = absl::Now();
   flock(fd.get(), LOCK_UN);
